@@ -1,0 +1,24 @@
+"""Context variables shared by the session, the decorators and the integrations."""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._session import Session
+
+#: The session that decorated calls in this context record into.
+current: ContextVar[Session | None] = ContextVar("ststrace.current_session", default=None)
+
+#: A tool-call id bound by ``with tool_call_id(...)`` for the next @tool call.
+bound_tool_call_id: ContextVar[str | None] = ContextVar("ststrace.tool_call_id", default=None)
+
+#: Set while an @llm call (or an instrumented client call) is recording, so a
+#: client call inside a decorated function is recorded once, not twice.
+in_llm_call: ContextVar[bool] = ContextVar("ststrace.in_llm_call", default=False)
+
+
+def current_session() -> Session | None:
+    """The session that recording calls in this context go to, or ``None``."""
+    return current.get()

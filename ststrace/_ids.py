@@ -1,0 +1,68 @@
+"""Identifiers: time-ordered session ids and cheap unique tool-call ids."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import threading
+import time
+
+_ID_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
+
+_uuid7_lock = threading.Lock()
+_last_ms = 0
+_last_seq = 0
+
+
+def new_session_id() -> str:
+    """A UUIDv7-style id: 48-bit ms timestamp, version 7, monotonic within a process."""
+    global _last_ms, _last_seq
+    with _uuid7_lock:
+        ms = time.time_ns() // 1_000_000
+        if ms <= _last_ms:
+            # Same millisecond (or clock went back): bump a 12-bit sequence so
+            # ids made in one process still sort in creation order.
+            ms = _last_ms
+            _last_seq += 1
+            if _last_seq > 0xFFF:
+                ms += 1
+                _last_seq = 0
+        else:
+            _last_seq = 0
+        _last_ms = ms
+        seq = _last_seq
+    rand = int.from_bytes(os.urandom(8), "big") & ((1 << 62) - 1)
+    value = (ms << 80) | (0x7 << 76) | (seq << 64) | (0b10 << 62) | rand
+    h = f"{value:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
+
+
+def check_id(value: object) -> str:
+    """Validate a user-given session id (it becomes a file name)."""
+    if not isinstance(value, str) or not _ID_RE.fullmatch(value) or value in (".", ".."):
+        raise ValueError(
+            f"invalid session id {value!r}: use 1-128 characters from A-Z a-z 0-9 . _ - "
+            "(it becomes the file name)"
+        )
+    return value
+
+
+# A random per-process prefix plus a counter: unique across processes and
+# sessions without calling os.urandom on every tool call.
+_prefix = os.urandom(6).hex()
+_counter = itertools.count(1)
+
+
+def _reseed_after_fork() -> None:
+    global _prefix, _counter
+    _prefix = os.urandom(6).hex()
+    _counter = itertools.count(1)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reseed_after_fork)
+
+
+def new_tool_call_id() -> str:
+    return f"call_{_prefix}{next(_counter):06x}"

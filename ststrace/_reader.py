@@ -1,0 +1,269 @@
+"""Reading and validating STS trace files."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Literal, NamedTuple
+
+import orjson
+
+from ._errors import TraceFormatError, logger
+from ._records import ROLES
+
+
+@dataclass
+class Trace:
+    """A whole trace in memory: the header line and the message dicts."""
+
+    header: dict[str, Any]
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    path: Path | None = None
+
+    @property
+    def id(self) -> str:
+        return str(self.header.get("id", ""))
+
+
+class Problem(NamedTuple):
+    """One finding of :func:`validate`."""
+
+    line: int
+    code: str
+    message: str
+    severity: Literal["error", "warning"]
+
+    def __str__(self) -> str:
+        return f"{self.line}: {self.severity}: {self.code}: {self.message}"
+
+
+def _open(path: str | os.PathLike[str]) -> Any:
+    p = Path(path)
+    if p.is_dir():
+        raise IsADirectoryError(f"{p} is a directory, not a trace file")
+    return open(p, "rb")
+
+
+def _lines(f: Any) -> Iterator[tuple[int, bytes, bool]]:
+    """(line number, bytes without newline, whether the line was terminated)."""
+    for n, raw in enumerate(f, 1):
+        if raw.endswith(b"\n"):
+            yield n, raw[:-1].rstrip(b"\r"), True
+        else:
+            yield n, raw, False
+
+
+def _check_header(path: Path, obj: Any) -> dict[str, Any]:
+    if not isinstance(obj, dict) or obj.get("type") != "session":
+        raise TraceFormatError(path, 1, 'first line is not an STS session header ({"type": "session", ...})')
+    for key in ("harness", "id"):
+        if not isinstance(obj.get(key), str):
+            raise TraceFormatError(path, 1, f"session header has no string {key!r}")
+    return obj
+
+
+def _iter(path: str | os.PathLike[str], strict: bool) -> Iterator[tuple[int, Any]]:
+    """Yields (0, header) first, then (line, message dict)."""
+    p = Path(path)
+    with _open(p) as f:
+        seen_header = False
+        for n, raw, terminated in _lines(f):
+            if not raw.strip():
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                if not terminated:
+                    if strict:
+                        raise TraceFormatError(
+                            p, n, "last line is incomplete (the writer stopped mid-line); read with strict=False to skip it"
+                        ) from None
+                    logger.warning("ststrace: %s:%d: skipping a torn last line", p, n)
+                    return
+                raise TraceFormatError(p, n, f"not valid JSON ({exc})") from None
+            if not seen_header:
+                yield 0, _check_header(p, obj)
+                seen_header = True
+                continue
+            if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
+                raise TraceFormatError(p, n, 'not a message line ({"type": "message", "message": {...}})')
+            msg = obj["message"]
+            if msg.get("role") not in ROLES:
+                raise TraceFormatError(p, n, f"unknown role {msg.get('role')!r}")
+            if not isinstance(msg.get("content"), str):
+                raise TraceFormatError(p, n, "message content is missing or not a string")
+            yield n, msg
+        if not seen_header:
+            raise TraceFormatError(p, 1, "empty file: no session header")
+
+
+def iter_messages(path: str | os.PathLike[str], *, strict: bool = True) -> Iterator[dict[str, Any]]:
+    """Stream the message dicts of a trace in constant memory."""
+    it = _iter(path, strict)
+    next(it)  # header
+    for _, msg in it:
+        yield msg
+
+
+def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
+    it = _iter(path, True)
+    try:
+        return next(it)[1]  # type: ignore[no-any-return]
+    finally:
+        it.close()
+
+
+def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
+    """Read a whole trace; :class:`TraceFormatError` names the file and line of a problem."""
+    it = _iter(path, strict)
+    header = next(it)[1]
+    return Trace(header=header, messages=[m for _, m in it], path=Path(path))
+
+
+_OPTIONAL_STR = ("reasoningContent", "model", "toolCallId")
+
+
+def validate(path: str | os.PathLike[str]) -> list[Problem]:
+    """Check a trace file against STS-Format; returns every problem found."""
+    p = Path(path)
+    problems: list[Problem] = []
+
+    def err(line: int, code: str, message: str) -> None:
+        problems.append(Problem(line, code, message, "error"))
+
+    def warn(line: int, code: str, message: str) -> None:
+        problems.append(Problem(line, code, message, "warning"))
+
+    calls: dict[str, int] = {}  # id -> line of the call
+    answered: set[str] = set()
+    key_sets: set[frozenset[str]] = set()
+    n_messages = 0
+    header_ok = False
+    with _open(p) as f:
+        first = True
+        for n, raw, terminated in _lines(f):
+            if not raw.strip():
+                if first:
+                    err(n, "header-missing", "first line is empty; expected the session header")
+                    first = False
+                else:
+                    warn(n, "blank-line", "blank line")
+                continue
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                if not terminated:
+                    err(n, "torn-line", "last line is incomplete (crash mid-write?); Session(..., resume=True) cuts it off")
+                else:
+                    err(n, "invalid-json", f"not valid JSON: {exc}")
+                first = False
+                continue
+            if not terminated:
+                warn(n, "no-final-newline", "last line does not end with a newline")
+            if not isinstance(obj, dict):
+                err(n, "not-object", f"line is a JSON {type(obj).__name__}, not an object")
+                first = False
+                continue
+            if first:
+                first = False
+                if obj.get("type") != "session":
+                    err(n, "header-missing", 'first line is not a session header ({"type": "session", ...})')
+                    if obj.get("type") != "message":
+                        continue
+                else:
+                    header_ok = True
+                    for key in ("harness", "id"):
+                        if key not in obj:
+                            err(n, "header-invalid", f"session header has no {key!r}")
+                        elif not isinstance(obj[key], str) or not obj[key]:
+                            err(n, "header-invalid", f"session header {key!r} must be a non-empty string")
+                    if "name" in obj and not isinstance(obj["name"], str):
+                        err(n, "header-invalid", "session header 'name' must be a string")
+                    continue
+            if obj.get("type") == "session":
+                err(n, "duplicate-header", "a second session header; one file holds one session")
+                continue
+            if obj.get("type") != "message" or "message" not in obj:
+                err(n, "envelope", 'line is not {"type": "message", "message": {...}}')
+                continue
+            msg = obj["message"]
+            if not isinstance(msg, dict):
+                err(n, "envelope", "'message' is not an object")
+                continue
+            n_messages += 1
+            key_sets.add(frozenset(msg))
+            role = msg.get("role")
+            if role not in ROLES:
+                err(n, "unknown-role", f"unknown role {role!r} (expected user, assistant, system or tool)")
+            if "content" not in msg or msg["content"] is None:
+                err(n, "missing-content", "message has no content (use \"\" for empty content)")
+            elif not isinstance(msg["content"], str):
+                err(n, "content-not-string", f"content is a JSON {type(msg['content']).__name__}, not a string")
+            for key in _OPTIONAL_STR:
+                if key in msg and msg[key] is None:
+                    warn(n, "null-field", f"{key} is null; leave optional fields out instead")
+                elif key in msg and not isinstance(msg[key], str):
+                    err(n, "field-type", f"{key} must be a string")
+            if "timestamp" in msg:
+                ts = msg["timestamp"]
+                if isinstance(ts, bool) or not isinstance(ts, int):
+                    err(n, "bad-timestamp", f"timestamp must be integer epoch milliseconds, got {ts!r}")
+            if "toolCalls" in msg:
+                _check_tool_calls(n, msg, role, calls, err, warn)
+            if role == "tool":
+                cid = msg.get("toolCallId")
+                if not isinstance(cid, str):
+                    if cid is None:
+                        err(n, "missing-tool-call-id", "tool message has no toolCallId")
+                elif cid not in calls:
+                    err(n, "orphan-tool-result", f"toolCallId {cid!r} answers no earlier tool call")
+                elif cid in answered:
+                    err(n, "duplicate-tool-result", f"tool call {cid!r} (line {calls[cid]}) is answered twice")
+                else:
+                    answered.add(cid)
+    if first:
+        err(1, "header-missing", "empty file: no session header")
+    for cid, line in calls.items():
+        if cid not in answered:
+            warn(line, "unanswered-tool-call", f"tool call {cid!r} has no result")
+    if header_ok and n_messages > 1 and len(key_sets) == 1:
+        keys = ", ".join(sorted(next(iter(key_sets))))
+        warn(
+            1,
+            "uniform-keys",
+            f"every message has the same keys ({keys}); the Hub's Data Studio may not detect this file "
+            "as a trace (add model to assistant messages, or any message with other fields)",
+        )
+    problems.sort(key=lambda pr: pr.line)
+    return problems
+
+
+def _check_tool_calls(n: int, msg: dict[str, Any], role: Any, calls: dict[str, int], err: Any, warn: Any) -> None:
+    tcs = msg["toolCalls"]
+    if role != "assistant":
+        err(n, "tool-calls-malformed", f"toolCalls on a {role!r} message; only assistant messages carry them")
+    if not isinstance(tcs, list):
+        err(n, "tool-calls-malformed", "toolCalls must be a list")
+        return
+    for i, tc in enumerate(tcs):
+        where = f"toolCalls[{i}]"
+        fn = tc.get("function") if isinstance(tc, dict) else None
+        if not isinstance(tc, dict) or not isinstance(tc.get("id"), str) or not tc.get("id") or not isinstance(fn, dict):
+            err(n, "tool-calls-malformed", f"{where} must be {{\"id\": str, \"function\": {{\"name\", \"arguments\"}}}}")
+            continue
+        if not isinstance(fn.get("name"), str) or not fn.get("name"):
+            err(n, "tool-calls-malformed", f"{where}.function.name must be a non-empty string")
+        args = fn.get("arguments")
+        if not isinstance(args, str):
+            err(n, "arguments-not-string", f"{where}.function.arguments must be JSON text (a string), not a JSON {type(args).__name__}")
+        else:
+            try:
+                orjson.loads(args)
+            except orjson.JSONDecodeError:
+                warn(n, "arguments-not-json", f"{where}.function.arguments is not valid JSON text")
+        cid = tc["id"]
+        if cid in calls:
+            err(n, "duplicate-tool-call-id", f"tool-call id {cid!r} already used on line {calls[cid]}")
+        else:
+            calls[cid] = n

@@ -1,0 +1,156 @@
+"""Pure builders for STS records. No I/O, no session state.
+
+Every function returns fresh dicts in the exact shape STS-Format wants:
+optional fields are left out (never ``null``), ``arguments`` is JSON text.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable, Mapping
+
+import orjson
+
+from ._encode import content_text, json_text
+from ._ids import new_tool_call_id
+
+ROLES = frozenset({"user", "assistant", "system", "tool"})
+RESERVED_HEADER_KEYS = frozenset({"type", "harness", "id", "name"})
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def header(harness: str, session_id: str, name: str | None, metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    rec: dict[str, Any] = {"type": "session", "harness": harness, "id": session_id}
+    if name is not None:
+        rec["name"] = name
+    if metadata:
+        rec.update(metadata)
+    return rec
+
+
+def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise ValueError(f"metadata must be a mapping, not {type(metadata).__name__}")
+    clash = sorted(RESERVED_HEADER_KEYS.intersection(metadata))
+    if clash:
+        raise ValueError(
+            f"metadata may not set {', '.join(map(repr, clash))}: use Session(harness=, id=, name=) instead"
+        )
+    bad = [k for k in metadata if not isinstance(k, str)]
+    if bad:
+        raise ValueError(f"metadata keys must be strings, got {bad[0]!r}")
+    return {k: v for k, v in metadata.items() if v is not None}
+
+
+def arguments_text(arguments: Any) -> str:
+    """Tool-call arguments as JSON text: strings are kept, anything else encoded."""
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return "{}"
+    return json_text(arguments)
+
+
+def tool_call(call_id: str, name: str, arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "function": {"name": name, "arguments": arguments_text(arguments)}}
+
+
+def normalize_tool_call(call: Any) -> dict[str, Any]:
+    """Accept the STS shape, the OpenAI shape (with ``type``), or ``{name, arguments, id?}``."""
+    if not isinstance(call, Mapping):
+        # OpenAI / pydantic objects: use their dict form.
+        dump = getattr(call, "model_dump", None)
+        if callable(dump):
+            call = dump()
+        else:
+            raise ValueError(f"a tool call must be a dict, not {type(call).__name__}")
+    fn = call.get("function")
+    if isinstance(fn, Mapping):
+        name, args = fn.get("name"), fn.get("arguments")
+    else:
+        name, args = call.get("name"), call.get("arguments", call.get("input"))
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"tool call without a function name: {call!r}")
+    call_id = call.get("id") or call.get("call_id") or new_tool_call_id()
+    if not isinstance(call_id, str):
+        raise ValueError(f"tool call id must be a string, not {type(call_id).__name__}")
+    return tool_call(call_id, name, args)
+
+
+def normalize_tool_calls(calls: Iterable[Any] | None) -> list[dict[str, Any]]:
+    if not calls:
+        return []
+    return [normalize_tool_call(c) for c in calls]
+
+
+def message(
+    role: str,
+    content: Any,
+    *,
+    reasoning: Any = None,
+    tool_calls: list[dict[str, Any]] | None = None,
+    tool_call_id: str | None = None,
+    model: str | None = None,
+    timestamp: int | None = None,
+) -> dict[str, Any]:
+    msg: dict[str, Any] = {"role": role, "content": content_text(content)}
+    if reasoning is not None:
+        text = content_text(reasoning)
+        if text:
+            msg["reasoningContent"] = text
+    if tool_calls:
+        msg["toolCalls"] = tool_calls
+    if tool_call_id is not None:
+        msg["toolCallId"] = tool_call_id
+    if model:
+        msg["model"] = model
+    msg["timestamp"] = now_ms() if timestamp is None else timestamp
+    return msg
+
+
+def check_message(raw: Any) -> dict[str, Any]:
+    """Validate a raw STS message given to ``Session.record``; returns a clean copy."""
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"a message must be a dict, not {type(raw).__name__}")
+    role = raw.get("role")
+    if role not in ROLES:
+        raise ValueError(f"message role must be one of {sorted(ROLES)}, got {role!r}")
+    if "content" not in raw or raw["content"] is None:
+        raise ValueError(f"{role} message has no content (use \"\" for empty content)")
+    msg = {k: v for k, v in raw.items() if v is not None}
+    msg["content"] = content_text(msg["content"])
+    if "reasoningContent" in msg:
+        msg["reasoningContent"] = content_text(msg["reasoningContent"])
+    if "toolCalls" in msg:
+        if role != "assistant":
+            raise ValueError("only assistant messages may carry toolCalls")
+        msg["toolCalls"] = normalize_tool_calls(msg["toolCalls"])
+        if not msg["toolCalls"]:
+            del msg["toolCalls"]
+    if "toolCallId" in msg and not isinstance(msg["toolCallId"], str):
+        raise ValueError("toolCallId must be a string")
+    if role == "tool" and "toolCallId" not in msg:
+        raise ValueError("a tool message needs a toolCallId")
+    ts = msg.get("timestamp")
+    if ts is None:
+        msg["timestamp"] = now_ms()
+    elif isinstance(ts, bool) or not isinstance(ts, int):
+        raise ValueError(f"timestamp must be integer epoch milliseconds, got {ts!r}")
+    return msg
+
+
+def envelope_line(msg: Mapping[str, Any], dumps: Any) -> bytes:
+    """One JSONL line for *msg*; *dumps* is the never-failing encoder."""
+    return b'{"type":"message","message":' + dumps(msg) + b"}\n"
+
+
+def parse_arguments(text: str) -> Any:
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return text

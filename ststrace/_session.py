@@ -1,0 +1,553 @@
+"""``Session``: one STS trace file, the recording API, and the per-session state
+that pairs tool calls with their results."""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import os
+import threading
+from collections import deque
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Iterable, Mapping
+
+import orjson
+
+from . import _context, _records
+from ._encode import dumps
+from ._errors import WriteError, internal_error, logger
+from ._ids import check_id, new_session_id, new_tool_call_id
+from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_append
+
+#: Tool calls still waiting for a result; oldest dropped past this many so a
+#: run of millions of unanswered calls cannot grow memory without bound.
+MAX_PENDING = 10_000
+
+_open_sessions: set[Session] = set()
+_open_lock = threading.Lock()
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+class _Pending:
+    __slots__ = ("name", "arguments", "_parsed")
+
+    def __init__(self, name: str, arguments: str) -> None:
+        self.name = name
+        self.arguments = arguments
+        self._parsed: Any = _UNSET
+
+    @property
+    def parsed(self) -> Any:
+        if self._parsed is _UNSET:
+            try:
+                self._parsed = orjson.loads(self.arguments)
+            except Exception:
+                self._parsed = None
+        return self._parsed
+
+
+_UNSET: Any = object()
+
+
+def _fingerprint(msg: Mapping[str, Any]) -> int:
+    calls = msg.get("toolCalls")
+    call_ids = tuple(c.get("id") for c in calls) if calls else ()
+    return hash((msg.get("role"), msg.get("content"), msg.get("toolCallId"), call_ids))
+
+
+def _new_start(prev: list[int], cur: list[int]) -> int:
+    """Index in *cur* where messages not seen in *prev* begin.
+
+    Agent loops resend the whole conversation every turn, and sometimes drop
+    old messages. Align by position: the common case is a pure append; else
+    find where the tail of *prev* sits in *cur*, preferring the placement with
+    the longest matching run, so a repeated "ok" is still told apart.
+    """
+    n, m = len(prev), len(cur)
+    if n == 0:
+        return 0
+    if m >= n and cur[:n] == prev:
+        return n
+    for i in range(n - 1, -1, -1):
+        best_j, best_run = -1, 0
+        target = prev[i]
+        for j in range(m):
+            if cur[j] != target:
+                continue
+            run = 1
+            while run <= j and run <= i and cur[j - run] == prev[i - run]:
+                run += 1
+            if run > best_run:
+                best_j, best_run = j, run
+        if best_j >= 0:
+            return best_j + 1
+    return 0
+
+
+class Session:
+    """One agent run, written as one STS JSONL file.
+
+    Use ``with Session(...) as s:`` or ``async with``; decorated functions and
+    instrumented clients inside record into it. See the README for arguments.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        harness: str | None = None,
+        id: str | None = None,
+        name: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        flush_interval: float = 1.0,
+        buffer_size: int = 65536,
+        durable: bool = False,
+        resume: bool = False,
+        redact: Any = True,
+        max_field_chars: int = 1_000_000,
+        sync_to: str | None = None,
+        max_buffer: int = DEFAULT_MAX_BUFFER,
+    ) -> None:
+        self.disabled = _env_flag("STSTRACE_DISABLED")
+        if id is not None:
+            check_id(id)
+        if name is not None and not isinstance(name, str):
+            raise ValueError(f"name must be a string, not {type(name).__name__}")
+        harness = harness if harness is not None else os.environ.get("STSTRACE_HARNESS") or "ststrace"
+        if not isinstance(harness, str) or not harness:
+            raise ValueError("harness must be a non-empty string")
+        if flush_interval <= 0:
+            raise ValueError("flush_interval must be positive")
+        if buffer_size <= 0:
+            raise ValueError("buffer_size must be positive")
+        self.harness = harness
+        self.name = name
+        self.metadata = _records.check_metadata(metadata)
+        self.flush_interval = flush_interval
+        self.buffer_size = buffer_size
+        self.durable = durable
+        self.resume = resume
+        self.sync_to = sync_to
+        self._max_buffer = max_buffer
+        self._given_id = id
+        self.id: str = id if id is not None else new_session_id()
+        self.path: Path = self._resolve_path(path)
+        self._guard = None if self.disabled else _make_guard(redact, max_field_chars)
+        self._writer: Writer | None = None
+        self._tokens: list[Any] = []
+        self._state_lock = threading.Lock()
+        self._pending: dict[str, _Pending] = {}
+        self._conversation: list[int] = []
+        self._direct: deque[int] = deque(maxlen=64)
+        self._closed = False
+
+    # -- path and file ----------------------------------------------------
+
+    def _resolve_path(self, path: str | os.PathLike[str] | None) -> Path:
+        if path is None:
+            base = Path(os.environ.get("STSTRACE_DIR") or "traces")
+            return base / f"{self.id}.jsonl"
+        p = Path(path)
+        if p.suffix == ".jsonl":
+            return p
+        return p / f"{self.id}.jsonl"
+
+    def _open_file(self) -> None:
+        if self._writer is not None or self._closed:
+            if self._closed:
+                raise RuntimeError(f"session {self.id} is closed; create a new Session to record again")
+            return
+        if self.disabled:
+            return
+        parent = self.path.parent
+        if not parent.exists():
+            parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        if self.resume and (self.path.exists() or self.path.is_symlink()):
+            fd = self._open_for_resume()
+            header_line = b""
+        else:
+            try:
+                fd = create_exclusive(self.path)
+            except FileExistsError:
+                raise FileExistsError(
+                    f"{self.path} already exists; ststrace never overwrites a trace "
+                    "(pass resume=True to append to it, or choose another path or id)"
+                ) from None
+            header = _records.header(self.harness, self.id, self.name, self.metadata)
+            if self._guard is not None:
+                header = self._guard.header(header)
+            header_line = dumps(header) + b"\n"
+        try:
+            if header_line:
+                # The header reaches the file now, not with the first flush.
+                os.write(fd, header_line)
+                if self.durable:
+                    os.fsync(fd)
+        except OSError as exc:
+            os.close(fd)
+            raise WriteError(self.path, exc) from exc
+        self._writer = Writer(
+            self.path,
+            fd,
+            flush_interval=self.flush_interval,
+            buffer_size=self.buffer_size,
+            durable=self.durable,
+            max_buffer=self._max_buffer,
+        )
+        if header_line:
+            self._writer.bytes_written += len(header_line)
+        with _open_lock:
+            _open_sessions.add(self)
+            _ensure_exit_hooks()
+
+    def _open_for_resume(self) -> int:
+        if self.path.is_symlink():
+            raise ValueError(f"{self.path} is a symlink; ststrace does not follow it")
+        with open(self.path, "rb") as f:
+            first = f.readline()
+            try:
+                header = orjson.loads(first)
+            except orjson.JSONDecodeError:
+                header = None
+            if not (
+                isinstance(header, dict)
+                and header.get("type") == "session"
+                and isinstance(header.get("id"), str)
+                and isinstance(header.get("harness"), str)
+            ):
+                raise ValueError(f"{self.path}:1: not an STS session header; cannot resume this file")
+            if self._given_id is not None and header["id"] != self._given_id:
+                raise ValueError(
+                    f"{self.path}: session id is {header['id']!r}, not {self._given_id!r}; cannot resume"
+                )
+            self.id = header["id"]
+            if "name" in header and self.name is None and isinstance(header["name"], str):
+                self.name = header["name"]
+            good_end = len(first) if first.endswith(b"\n") else 0
+            offset = len(first)
+            for line in f:
+                offset += len(line)
+                if not line.endswith(b"\n"):
+                    break
+                good_end = offset
+                self._replay(line)
+        fd = open_append(self.path)
+        size = os.fstat(fd).st_size
+        if good_end < size:
+            # A crash left a torn last line: cut it so appended lines stay valid.
+            logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self.path)
+            os.ftruncate(fd, good_end)
+        return fd
+
+    def _replay(self, line: bytes) -> None:
+        """Rebuild the pending tool calls of a resumed session from its file."""
+        try:
+            env = orjson.loads(line)
+            msg = env.get("message") if isinstance(env, dict) else None
+            if not isinstance(msg, dict):
+                return
+            if msg.get("role") == "assistant" and msg.get("toolCalls"):
+                self._register_calls(msg["toolCalls"])
+            elif msg.get("role") == "tool" and isinstance(msg.get("toolCallId"), str):
+                self._pending.pop(msg["toolCallId"], None)
+        except Exception:
+            return
+
+    # -- lifecycle ----------------------------------------------------------
+
+    def open(self) -> Session:
+        """Open the file, write the header and make this the current session."""
+        self._open_file()
+        if not self.disabled:
+            self._tokens.append(_context.current.set(self))
+        return self
+
+    def close(self) -> None:
+        """Flush, fsync and close the file; restore the previous current session."""
+        self._restore_context()
+        err = self._close_file()
+        if err is not None:
+            raise err
+
+    async def aclose(self) -> None:
+        self._restore_context()
+        err = await asyncio.to_thread(self._close_file)
+        if err is not None:
+            raise err
+
+    def _restore_context(self) -> None:
+        if self._tokens:
+            token = self._tokens.pop()
+            try:
+                _context.current.reset(token)
+            except ValueError:
+                # Closed from another context (e.g. a different task): just
+                # make sure this context no longer points at a closed session.
+                if _context.current.get() is self:
+                    _context.current.set(None)
+
+    def _close_file(self) -> BaseException | None:
+        if self._closed:
+            return None
+        self._closed = True
+        writer = self._writer
+        with _open_lock:
+            _open_sessions.discard(self)
+        if writer is None:
+            return None
+        err = writer.close()
+        if err is None and self.sync_to:
+            try:
+                from ._hub import schedule_sync
+
+                schedule_sync(self.path, self.sync_to)
+            except Exception as exc:
+                internal_error(exc, "sync_to")
+        return err
+
+    def __enter__(self) -> Session:
+        return self.open()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._restore_context()
+        err = self._close_file()
+        if err is not None:
+            if exc is not None:
+                # The user's exception is what matters; ours is only logged.
+                logger.error("%s", err)
+            else:
+                raise err
+
+    async def __aenter__(self) -> Session:
+        # File creation happens off the event loop thread; the context
+        # variable must be set here, in the task that entered the block.
+        await asyncio.to_thread(self._open_file)
+        if not self.disabled:
+            self._tokens.append(_context.current.set(self))
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._restore_context()
+        err = await asyncio.to_thread(self._close_file)
+        if err is not None:
+            if exc is not None:
+                logger.error("%s", err)
+            else:
+                raise err
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # -- flushing and stats ---------------------------------------------------
+
+    def flush(self) -> None:
+        """Write everything recorded so far (and fsync). Raises WriteError on disk failure."""
+        if self._writer is not None:
+            self._writer.flush(fsync=True)
+
+    async def aflush(self) -> None:
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.flush, fsync=True)
+
+    def stats(self) -> dict[str, Any]:
+        if self._writer is None:
+            out: dict[str, Any] = {"messages": 0, "bytes": 0, "flushes": 0, "write_errors": 0, "lost": 0}
+        else:
+            out = self._writer.stats()
+        out["pending_tool_calls"] = len(self._pending)
+        out["redactions"] = dict(self._guard.counts) if self._guard is not None else {}
+        return out
+
+    # -- recording API ----------------------------------------------------------
+
+    def _emit(self, msg: dict[str, Any]) -> None:
+        writer = self._writer
+        if writer is None:
+            if self.disabled:
+                return
+            if self._closed:
+                logger.warning("ststrace: session %s is closed; a %s message was not recorded", self.id, msg.get("role"))
+                return
+            # Recording before entering the block opens the file on first use.
+            self._open_file()
+            writer = self._writer
+            assert writer is not None
+        guard = self._guard
+        if guard is not None:
+            msg = guard.message(msg)
+        writer.append(b'{"type":"message","message":' + dumps(msg) + b"}\n")
+
+    def user(self, content: Any) -> None:
+        """Record a user turn."""
+        msg = _records.message("user", content)
+        self._direct.append(_fingerprint(msg))
+        self._emit(msg)
+
+    def system(self, content: Any) -> None:
+        """Record a system prompt."""
+        msg = _records.message("system", content)
+        self._direct.append(_fingerprint(msg))
+        self._emit(msg)
+
+    def assistant(
+        self,
+        content: Any = "",
+        *,
+        reasoning: Any = None,
+        tool_calls: Iterable[Any] | None = None,
+        model: str | None = None,
+    ) -> list[str]:
+        """Record an assistant reply; returns the ids of its tool calls."""
+        calls = _records.normalize_tool_calls(tool_calls)
+        msg = _records.message("assistant", content, reasoning=reasoning, tool_calls=calls, model=model)
+        self._record_assistant(msg)
+        return [c["id"] for c in calls]
+
+    def tool(self, tool_call_id: str, content: Any) -> None:
+        """Record the result of tool call *tool_call_id*."""
+        if not isinstance(tool_call_id, str) or not tool_call_id:
+            raise ValueError(f"tool_call_id must be a non-empty string, got {tool_call_id!r}")
+        with self._state_lock:
+            self._pending.pop(tool_call_id, None)
+        self._emit(_records.message("tool", content, tool_call_id=tool_call_id))
+
+    def record(self, message: Mapping[str, Any]) -> None:
+        """Record a raw STS message dict (checked; ValueError if malformed)."""
+        msg = _records.check_message(message)
+        if msg["role"] == "assistant":
+            self._record_assistant(msg)
+            return
+        if msg["role"] == "tool":
+            with self._state_lock:
+                self._pending.pop(msg["toolCallId"], None)
+        self._emit(msg)
+
+    # -- internals for decorators and integrations --------------------------------
+
+    def _record_assistant(self, msg: dict[str, Any]) -> None:
+        calls = msg.get("toolCalls")
+        if calls:
+            with self._state_lock:
+                self._register_calls(calls)
+        self._emit(msg)
+
+    def _register_calls(self, calls: Iterable[Mapping[str, Any]]) -> None:
+        pending = self._pending
+        for c in calls:
+            fn = c.get("function") or {}
+            pending[c["id"]] = _Pending(fn.get("name", ""), fn.get("arguments", "{}"))
+        while len(pending) > MAX_PENDING:
+            del pending[next(iter(pending))]
+
+    def _claim_tool_call(self, name: str, candidates: Iterable[Any]) -> str | None:
+        """Pick the pending call a @tool invocation answers, and mark it answered.
+
+        Oldest pending call of that name wins, unless a later one's arguments
+        equal this call's (as passed, or with defaults filled in).
+        """
+        with self._state_lock:
+            ids = [cid for cid, p in self._pending.items() if p.name == name]
+            if not ids:
+                return None
+            chosen = ids[0]
+            if len(ids) > 1:
+                wanted = list(candidates)
+                for cid in ids:
+                    if self._pending[cid].parsed in wanted:
+                        chosen = cid
+                        break
+            del self._pending[chosen]
+            return chosen
+
+    def _answer(self, tool_call_id: str) -> None:
+        with self._state_lock:
+            self._pending.pop(tool_call_id, None)
+
+    def _tool_call_then_result(self, name: str, arguments: str) -> str:
+        """Record an assistant message with one tool call nobody asked for; return its id."""
+        call_id = new_tool_call_id()
+        self._emit(
+            _records.message("assistant", "", tool_calls=[_records.tool_call(call_id, name, arguments)])
+        )
+        return call_id
+
+    def _record_inputs(self, messages: list[dict[str, Any]]) -> None:
+        """Record the user/system/tool messages of a model call's conversation
+        that this session has not recorded yet (see ``_new_start``)."""
+        fps = [_fingerprint(m) for m in messages]
+        to_emit: list[dict[str, Any]] = []
+        with self._state_lock:
+            start = _new_start(self._conversation, fps)
+            self._conversation = fps
+            for m, fp in zip(messages[start:], fps[start:]):
+                role = m.get("role")
+                if role == "tool":
+                    cid = m.get("toolCallId")
+                    # Only results of calls still waiting: a result already
+                    # recorded by @tool (or one with no call) is skipped.
+                    if isinstance(cid, str) and self._pending.pop(cid, None) is not None:
+                        to_emit.append(_records.message("tool", m.get("content"), tool_call_id=cid))
+                elif role in ("user", "system"):
+                    if fp in self._direct:
+                        self._direct.remove(fp)  # recorded directly with s.user()
+                        continue
+                    to_emit.append(_records.message(role, m.get("content")))
+            self._direct.clear()
+        for msg in to_emit:
+            self._emit(msg)
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else ("open" if self._writer else "new")
+        return f"<ststrace.Session id={self.id!r} path={str(self.path)!r} {state}>"
+
+
+def _make_guard(redact: Any, max_field_chars: int) -> Any:
+    try:
+        from ._guard import make_guard
+    except ImportError:
+        return None
+    return make_guard(redact, max_field_chars)
+
+
+_hooks_installed = False
+
+
+def _ensure_exit_hooks() -> None:
+    global _hooks_installed
+    if _hooks_installed:
+        return
+    _hooks_installed = True
+    atexit.register(close_all)
+
+
+def close_all() -> None:
+    """Flush and close every session still open (run at interpreter exit)."""
+    with _open_lock:
+        sessions = list(_open_sessions)
+    for s in sessions:
+        try:
+            err = s._close_file()
+            if err is not None:
+                logger.error("%s", err)
+        except Exception as exc:
+            internal_error(exc, "close_all")
+
+
+def _after_fork_in_child() -> None:
+    global _open_lock
+    _open_lock = threading.Lock()
+    for s in list(_open_sessions):
+        s._state_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -1,0 +1,382 @@
+"""Buffered, thread-safe, fork-safe JSONL writer with one background flusher.
+
+Design:
+
+* Callers hand over finished lines (bytes ending in ``\\n``). ``append`` only
+  takes a lock and appends to a list, so recording from an event loop never
+  touches the disk.
+* One daemon thread per process (:class:`_Flusher`) writes buffers that are due
+  (size reached, ``flush_interval`` elapsed, or ``durable``). ``flush()`` and
+  ``close()`` write in the caller's thread.
+* Writes go to a descriptor opened with ``O_APPEND``. A short or failed write
+  puts the unwritten remainder back at the front of the buffer, so a line is
+  never broken or written twice.
+* Descriptors are pooled (:class:`_FdPool`): thousands of idle sessions do not
+  pin thousands of file descriptors.
+* After ``fork()`` the child drops the parent's unwritten bytes (they are the
+  parent's to write), gets fresh locks, and starts its own flusher on demand.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ._errors import WriteError, internal_error, logger
+
+DEFAULT_MAX_BUFFER = 64 * 1024 * 1024
+
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
+
+
+def create_exclusive(path: Path) -> int:
+    """Create *path* (mode 0600) without following a symlink; FileExistsError if present."""
+    return os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o600)
+
+
+def open_append(path: Path) -> int:
+    return os.open(path, _APPEND_FLAGS)
+
+
+class _FdPool:
+    """Bounded set of open descriptors, least recently used closed first."""
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._open: dict[int, Writer] = {}  # id(writer) -> writer, in LRU order
+
+    def touch(self, writer: Writer) -> None:
+        """Mark *writer* (whose io lock the caller holds) as holding an fd."""
+        victims: list[Writer] = []
+        with self._lock:
+            key = id(writer)
+            self._open.pop(key, None)
+            self._open[key] = writer
+            excess = len(self._open) - self.limit
+            if excess > 0:
+                for k in list(self._open):
+                    if excess <= 0:
+                        break
+                    w = self._open[k]
+                    if w is writer:
+                        continue
+                    victims.append(w)
+                    excess -= 1
+        for w in victims:
+            # Only close a descriptor whose owner is not writing right now;
+            # a busy one stays open and is tried again next time.
+            if w._io_lock.acquire(blocking=False):
+                try:
+                    w._close_fd()
+                finally:
+                    w._io_lock.release()
+
+    def forget(self, writer: Writer) -> None:
+        with self._lock:
+            self._open.pop(id(writer), None)
+
+    def reset(self) -> None:
+        self._lock = threading.Lock()
+        self._open = {}
+
+
+_fd_pool = _FdPool()
+
+
+class Writer:
+    """Append-only line writer for one trace file."""
+
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        *,
+        flush_interval: float = 1.0,
+        buffer_size: int = 65536,
+        durable: bool = False,
+        max_buffer: int = DEFAULT_MAX_BUFFER,
+    ) -> None:
+        self.path = path
+        self.flush_interval = max(float(flush_interval), 0.001)
+        self.buffer_size = max(int(buffer_size), 1)
+        self.durable = durable
+        self.max_buffer = max(int(max_buffer), self.buffer_size)
+        self._fd: int | None = fd
+        self._lock = threading.Lock()  # guards the buffer and counters
+        self._space = threading.Condition(self._lock)
+        self._io_lock = threading.Lock()  # one writer to the file at a time, in order
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self._wake_sent = False
+        self._last_write = time.monotonic()
+        self._failing = False
+        self._last_error: BaseException | None = None
+        self._error_logged = False
+        self._closed = False
+        self._pid = os.getpid()
+        # Counters reported by Session.stats().
+        self.records = 0
+        self.bytes_written = 0
+        self.flushes = 0
+        self.write_errors = 0
+        self.lost = 0
+        _fd_pool.touch(self)
+        _flusher.register(self)
+
+    # -- recording side -------------------------------------------------
+
+    def append(self, line: bytes) -> bool:
+        """Buffer one whole line. Never raises for disk trouble; False if dropped."""
+        wake = False
+        with self._lock:
+            if self._closed:
+                self.lost += 1
+                return False
+            if self._size >= self.max_buffer:
+                if not self._wait_for_space():
+                    self.lost += 1
+                    return False
+            self._chunks.append(line)
+            self._size += len(line)
+            self.records += 1
+            if not self._wake_sent and (self.durable or self._size >= self.buffer_size):
+                self._wake_sent = wake = True
+        if wake:
+            _flusher.wake()
+        return True
+
+    def _wait_for_space(self) -> bool:
+        # Called with self._lock held. Backpressure while the disk accepts
+        # writes; drop (counted) only when writes are failing.
+        _flusher.wake()
+        while self._size >= self.max_buffer:
+            if self._failing or self._closed:
+                return False
+            if threading.current_thread() is _flusher.thread:
+                return False
+            self._space.wait(0.05)
+        return True
+
+    # -- writing side ----------------------------------------------------
+
+    def due(self, now: float) -> bool:
+        return self._size > 0 and (
+            self._wake_sent or self.durable or now - self._last_write >= self.flush_interval
+        )
+
+    def write_out(self, *, fsync: bool = False) -> BaseException | None:
+        """Write everything buffered; returns the error instead of raising."""
+        with self._io_lock:
+            return self._write_locked(fsync)
+
+    def _write_locked(self, fsync: bool) -> BaseException | None:
+        with self._lock:
+            chunks, self._chunks = self._chunks, []
+            self._size = 0
+            self._wake_sent = False
+            self._space.notify_all()
+        self._last_write = time.monotonic()
+        if not chunks:
+            if fsync and self._fd is not None and not self._failing:
+                try:
+                    os.fsync(self._fd)
+                except OSError as exc:  # pragma: no cover - fsync on a healthy fd
+                    return self._failed(exc)
+            return None
+        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        view = memoryview(data)
+        written = 0
+        try:
+            fd = self._get_fd()
+            while written < len(data):
+                n = os.write(fd, view[written:])
+                if n <= 0:  # pragma: no cover - regular files never return 0
+                    raise OSError(errno.EIO, "write returned 0")
+                written += n
+            if fsync or self.durable:
+                os.fsync(fd)
+        except OSError as exc:
+            rest = bytes(view[written:])
+            self.bytes_written += written
+            with self._lock:
+                self._chunks.insert(0, rest)
+                self._size += len(rest)
+            return self._failed(exc)
+        finally:
+            view.release()
+        self.bytes_written += written
+        self.flushes += 1
+        if self._failing:
+            logger.warning("ststrace: writing %s works again", self.path)
+        self._failing = False
+        self._error_logged = False
+        self._last_error = None
+        return None
+
+    def _failed(self, exc: OSError) -> OSError:
+        self.write_errors += 1
+        self._failing = True
+        self._last_error = exc
+        with self._lock:
+            self._space.notify_all()
+        if not self._error_logged:
+            self._error_logged = True
+            logger.error("ststrace: cannot write %s: %s (keeping records buffered, will retry)", self.path, exc)
+        return exc
+
+    def _get_fd(self) -> int:
+        fd = self._fd
+        if fd is None:
+            fd = self._fd = open_append(self.path)
+        _fd_pool.touch(self)
+        return fd
+
+    def _close_fd(self) -> None:
+        fd, self._fd = self._fd, None
+        _fd_pool.forget(self)
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+    # -- user-facing flush / close -----------------------------------------
+
+    def flush(self, *, fsync: bool = False) -> None:
+        """Write everything buffered; raise :class:`WriteError` if the disk refuses."""
+        err = self.write_out(fsync=fsync)
+        if err is not None:
+            raise WriteError(self.path, err, self.lost) from err
+
+    def close(self) -> BaseException | None:
+        """Flush, fsync and close. Returns a :class:`WriteError` instead of raising."""
+        with self._io_lock:
+            if self._closed:
+                return None
+            err = self._write_locked(fsync=True)
+            with self._lock:
+                self._closed = True
+                if err is not None:
+                    # What could not be written by now is lost; say how much.
+                    self.lost += sum(c.count(b"\n") for c in self._chunks)
+                    self._chunks = []
+                    self._size = 0
+                self._space.notify_all()
+            self._close_fd()
+        _flusher.unregister(self)
+        if err is not None:
+            return WriteError(self.path, err, self.lost)
+        if self.lost:
+            return WriteError(self.path, self._last_error, self.lost)
+        return None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "messages": self.records,
+            "bytes": self.bytes_written,
+            "flushes": self.flushes,
+            "write_errors": self.write_errors,
+            "lost": self.lost,
+            "buffered_bytes": self._size,
+        }
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._space = threading.Condition(self._lock)
+        self._io_lock = threading.Lock()
+        self._chunks = []
+        self._size = 0
+        self._wake_sent = False
+        self._pid = os.getpid()
+        # The descriptor is shared with the parent; reopen on demand instead.
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class _Flusher:
+    """The one background thread per process that writes due buffers."""
+
+    TICK = 0.1
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._writers: set[Writer] = set()
+        self._event = threading.Event()
+        self.thread: threading.Thread | None = None
+        self._pid = os.getpid()
+
+    def register(self, writer: Writer) -> None:
+        with self._lock:
+            self._writers.add(writer)
+            if self.thread is None or not self.thread.is_alive():
+                self.thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
+                self.thread.start()
+
+    def unregister(self, writer: Writer) -> None:
+        with self._lock:
+            self._writers.discard(writer)
+
+    def wake(self) -> None:
+        self._event.set()
+
+    def _tick(self) -> float:
+        with self._lock:
+            if not self._writers:
+                return 1.0
+            return max(0.005, min(self.TICK, min(w.flush_interval for w in self._writers) / 2))
+
+    def _run(self) -> None:
+        event = self._event
+        while True:
+            event.wait(self._tick())
+            event.clear()
+            now = time.monotonic()
+            with self._lock:
+                writers = list(self._writers)
+            for w in writers:
+                try:
+                    if w.due(now) and not w.closed:
+                        w.write_out()
+                except Exception as exc:  # never let the flusher die
+                    internal_error(exc, "flusher")
+
+    def writers(self) -> list[Writer]:
+        with self._lock:
+            return list(self._writers)
+
+    def _after_fork_in_child(self) -> None:
+        self._lock = threading.Lock()
+        self._event = threading.Event()
+        self.thread = None
+        for w in list(self._writers):
+            w._after_fork_in_child()
+        if self._writers:
+            self.thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
+            self.thread.start()
+
+
+_flusher = _Flusher()
+
+
+def _after_fork_in_child() -> None:
+    _fd_pool.reset()
+    _flusher._after_fork_in_child()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
