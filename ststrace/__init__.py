@@ -6,6 +6,7 @@ from __future__ import annotations
 from importlib.metadata import PackageNotFoundError, version
 
 from ._context import current_session
+from ._decorators import ThreadPoolExecutor, llm, tool, tool_call_id
 from ._errors import InstrumentationError, StstraceError, TraceFormatError, WriteError
 from ._reader import Problem, Trace, iter_messages, read, validate
 from ._session import Session
@@ -20,12 +21,16 @@ __all__ = [
     "Problem",
     "Session",
     "StstraceError",
+    "ThreadPoolExecutor",
     "Trace",
     "TraceFormatError",
     "WriteError",
     "__version__",
     "current_session",
     "iter_messages",
+    "llm",
     "read",
+    "tool",
+    "tool_call_id",
     "validate",
 ]
