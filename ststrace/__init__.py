@@ -7,6 +7,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from ._context import current_session
 from ._decorators import ThreadPoolExecutor, llm, tool, tool_call_id
+from ._instrument import instrument, uninstrument
 from ._errors import InstrumentationError, StstraceError, TraceFormatError, WriteError
 from ._reader import Problem, Trace, iter_messages, read, validate
 from ._session import Session
@@ -27,10 +28,12 @@ __all__ = [
     "WriteError",
     "__version__",
     "current_session",
+    "instrument",
     "iter_messages",
     "llm",
     "read",
     "tool",
     "tool_call_id",
+    "uninstrument",
     "validate",
 ]

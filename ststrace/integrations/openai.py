@@ -1,0 +1,18 @@
+"""openai: Chat Completions (``create``, ``parse``; ``stream()`` goes through
+``create``) and the Responses API (``create``, ``parse``)."""
+
+from __future__ import annotations
+
+LIBRARY = "openai"
+MIN_VERSION = (1, 40)
+
+TARGETS = [
+    ("openai.resources.chat.completions.completions", "Completions.create"),
+    ("openai.resources.chat.completions.completions", "AsyncCompletions.create"),
+    ("openai.resources.chat.completions.completions", "Completions.parse"),
+    ("openai.resources.chat.completions.completions", "AsyncCompletions.parse"),
+    ("openai.resources.responses.responses", "Responses.create"),
+    ("openai.resources.responses.responses", "AsyncResponses.create"),
+    ("openai.resources.responses.responses", "Responses.parse"),
+    ("openai.resources.responses.responses", "AsyncResponses.parse"),
+]
