@@ -6,11 +6,21 @@ program) fail the test here, so bugs cannot hide behind the safety net.
 
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
-import pytest
+# Before anything imports a client library: huggingface_hub phones home for
+# telemetry and litellm fetches a price list at import. No test may reach any
+# address but 127.0.0.1 (the guard below enforces it).
+os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from ststrace import _errors
+import pytest  # noqa: E402
+
+from ststrace import _errors  # noqa: E402
+from ststrace._testing import localhost_only  # noqa: E402
+
+pytest_plugins = ["fakeapi_fixtures"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -45,3 +55,19 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
     monkeypatch.setenv("STSTRACE_DIR", str(tmp_path_factory.mktemp("traces")))
     for var in ("STSTRACE_DISABLED", "STSTRACE_HARNESS", "STSTRACE_REDACT"):
         monkeypatch.delenv(var, raising=False)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _network_guard() -> Iterator[list[str]]:
+    with localhost_only() as attempts:
+        yield attempts
+
+
+@pytest.fixture(autouse=True)
+def _no_external_traffic(_network_guard: list[str], request: pytest.FixtureRequest) -> Iterator[None]:
+    before = len(_network_guard)
+    yield
+    if "allow_refused_network" in request.keywords:
+        return  # the test checks the guard itself
+    new = _network_guard[before:]
+    assert not new, f"test tried to reach the network beyond 127.0.0.1: {new}"

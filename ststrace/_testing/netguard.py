@@ -76,14 +76,14 @@ def _install() -> None:
         return real_getaddrinfo(host, *args, **kwargs)
 
     _saved.update(connect=real_connect, connect_ex=real_connect_ex, getaddrinfo=real_getaddrinfo)
-    socket.socket.connect = connect  # type: ignore[method-assign]
-    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign]
+    socket.socket.connect = connect  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = connect_ex  # type: ignore[method-assign,assignment]
     socket.getaddrinfo = getaddrinfo
 
 
 def _uninstall() -> None:
-    socket.socket.connect = _saved.pop("connect")  # type: ignore[method-assign]
-    socket.socket.connect_ex = _saved.pop("connect_ex")  # type: ignore[method-assign]
+    socket.socket.connect = _saved.pop("connect")  # type: ignore[method-assign,assignment]
+    socket.socket.connect_ex = _saved.pop("connect_ex")  # type: ignore[method-assign,assignment]
     socket.getaddrinfo = _saved.pop("getaddrinfo")
 
 
