@@ -1,0 +1,166 @@
+"""Small helpers shared by the provider adapters.
+
+Every provider shape reaches us either as an object (pydantic models, Hugging
+Face dataclasses, LiteLLM objects) or as its plain-dict form, so all field access
+goes through :func:`get`, which reads both.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from ststrace import _errors
+from ststrace._encode import json_text
+
+logger = logging.getLogger("ststrace")
+
+Message = dict[str, Any]
+
+
+def internal_error(where: str) -> None:
+    """Report the exception being handled as an ststrace internal error.
+
+    Call only from inside an ``except`` block; the project's policy
+    (:func:`ststrace._errors.internal_error`) logs it and, under our tests,
+    fails the test.
+    """
+    exc = sys.exc_info()[1]
+    if exc is None:
+        logger.error("ststrace internal error in %s", where)
+        return
+    _errors.internal_error(exc, where)
+
+
+def get(obj: Any, key: str) -> Any:
+    """``obj[key]`` for mappings, ``obj.key`` otherwise; ``None`` when absent."""
+    if isinstance(obj, Mapping):
+        return obj.get(key)
+    try:
+        return getattr(obj, key, None)
+    except Exception:
+        # Some objects compute attributes lazily and may raise anything.
+        return None
+
+
+def first_str(obj: Any, *keys: str) -> str:
+    """The first non-empty string value among ``keys`` of ``obj``, or ``""``."""
+    for key in keys:
+        value = get(obj, key)
+        if isinstance(value, str) and value:
+            return value
+    return ""
+
+
+def new_call_id() -> str:
+    return "call_" + uuid.uuid4().hex[:24]
+
+
+def arguments_text(value: Any) -> str:
+    """Tool-call arguments as the JSON text STS expects.
+
+    Strings are kept as the provider sent them, even when they are not valid
+    JSON; an empty or missing value means "no arguments", i.e. ``"{}"``.
+    """
+    if isinstance(value, str):
+        return value if value.strip() else "{}"
+    if value is None:
+        return "{}"
+    return json_text(value)
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    return {
+        "id": call_id if isinstance(call_id, str) and call_id else new_call_id(),
+        "function": {
+            "name": name if isinstance(name, str) else "",
+            "arguments": arguments_text(arguments),
+        },
+    }
+
+
+def assistant_message(
+    content: str,
+    reasoning: str = "",
+    tool_calls: list[dict[str, Any]] | None = None,
+    model: Any = None,
+) -> Message:
+    """An STS assistant message with the optional fields left out when empty."""
+    message: Message = {"role": "assistant", "content": content}
+    if reasoning:
+        message["reasoningContent"] = reasoning
+    if tool_calls:
+        message["toolCalls"] = tool_calls
+    if isinstance(model, str) and model:
+        message["model"] = model
+    return message
+
+
+_TEXT_PARTS = frozenset({"text", "input_text", "output_text"})
+_PLACEHOLDERS = {
+    "image_url": "[image]",
+    "image": "[image]",
+    "input_image": "[image]",
+    "input_audio": "[audio]",
+    "audio": "[audio]",
+    "file": "[file]",
+    "input_file": "[file]",
+    "document": "[document]",
+}
+# Blocks that carry no user-visible text of their own; callers handle the ones
+# that matter (tool calls, tool results, reasoning) separately.
+_SKIPPED_PARTS = frozenset(
+    {"tool_use", "tool_result", "thinking", "redacted_thinking", "reasoning", "function_call"}
+)
+
+
+def part_text(part: Any) -> str | None:
+    """Visible text of one content part, a placeholder for media, ``None`` to skip."""
+    if isinstance(part, str):
+        return part
+    kind = get(part, "type")
+    if kind in _TEXT_PARTS or kind is None:
+        text = get(part, "text")
+        return text if isinstance(text, str) else None
+    if kind == "refusal":
+        refusal = get(part, "refusal")
+        return refusal if isinstance(refusal, str) else None
+    if kind in _SKIPPED_PARTS:
+        return None
+    placeholder = _PLACEHOLDERS.get(kind) if isinstance(kind, str) else None
+    if placeholder is not None:
+        return placeholder
+    return f"[{kind}]" if isinstance(kind, str) else None
+
+
+def parts_text(content: Any, sep: str) -> str:
+    """Text of a ``content`` value: a string, a part, or a list of parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, Mapping) or not isinstance(content, (list, tuple)):
+        content = [content]
+    pieces = [text for text in (part_text(p) for p in content) if text is not None]
+    return sep.join(pieces)
+
+
+def reasoning_text(value: Any) -> str:
+    """Reasoning given as a string, a list of parts, or a small dict."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (list, tuple)):
+        pieces = [reasoning_text(v) for v in value]
+        return "\n\n".join(p for p in pieces if p)
+    if value is None or isinstance(value, (int, float, bool)):
+        return ""
+    for key in ("thinking", "text", "content", "reasoning"):
+        inner = get(value, key)
+        if inner is not None and inner is not value:
+            text = reasoning_text(inner)
+            if text:
+                return text
+    return ""

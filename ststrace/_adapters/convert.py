@@ -1,0 +1,41 @@
+"""Non-streamed model replies -> one STS assistant message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import Message, get, internal_error
+from .messages import message_from_message_like
+from .openai_chat import message_from_completion
+from .openai_responses import message_from_response
+
+
+def convert(obj: Any) -> Message | None:
+    """Like :func:`response_to_message`, but lets internal errors propagate."""
+    if obj is None or isinstance(obj, (bytes, bytearray, int, float, bool)):
+        return None
+    if isinstance(obj, str):
+        return {"role": "assistant", "content": obj}
+    if isinstance(get(obj, "choices"), (list, tuple)):
+        return message_from_completion(obj)
+    role = get(obj, "role")
+    if get(obj, "object") == "response" or (role is None and isinstance(get(obj, "output"), (list, tuple))):
+        return message_from_response(obj)
+    if role == "assistant" or (role is None and get(obj, "type") == "message"):
+        return message_from_message_like(obj)
+    return None
+
+
+def response_to_message(obj: object) -> Message | None:
+    """The STS assistant message for a model reply, or ``None`` if not understood.
+
+    Understands OpenAI ``ChatCompletion`` (and LiteLLM / HF shapes), OpenAI
+    Responses ``Response``, Anthropic ``Message``, assistant-message objects and
+    dicts (OpenAI or STS shape) and plain strings, as objects or plain dicts.
+    Never raises: an internal failure is logged and gives ``None``.
+    """
+    try:
+        return convert(obj)
+    except Exception:
+        internal_error("response_to_message")
+        return None

@@ -1,0 +1,176 @@
+"""The conversation a model call receives -> STS-like messages, in order.
+
+Reads OpenAI Chat ``messages`` (also used by HF and LiteLLM), Anthropic
+``messages`` plus ``system=``, and OpenAI Responses ``input`` plus
+``instructions=``; items may be dicts, TypedDicts or pydantic objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._common import Message, get, internal_error, parts_text
+from .messages import anthropic_tool_call, from_blocks, openai_tool_call
+from .openai_responses import message_from_items
+
+_ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant", "model": "assistant"}
+_TOOL_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output"})
+_ASSISTANT_ITEMS = frozenset({"function_call", "custom_tool_call", "reasoning"})
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, (list, tuple))
+
+
+def _looks_like_message(item: Any) -> bool:
+    return get(item, "role") is not None or get(item, "type") in _TOOL_OUTPUTS | _ASSISTANT_ITEMS
+
+
+def _tool_message(call_id: Any, content: Any) -> Message:
+    message: Message = {"role": "tool", "content": parts_text(content, "\n")}
+    if isinstance(call_id, str) and call_id:
+        message["toolCallId"] = call_id
+    return message
+
+
+def _assistant(item: Any) -> Message:
+    content = get(item, "content")
+    calls: list[dict[str, Any]] = []
+    if isinstance(content, (list, tuple)):
+        text, _, calls = from_blocks(content)
+    else:
+        text = parts_text(content, "")
+    for key in ("toolCalls", "tool_calls"):
+        listed = get(item, key)
+        if _is_sequence(listed):
+            calls.extend(openai_tool_call(call) for call in listed)
+    message: Message = {"role": "assistant", "content": text}
+    if calls:
+        message["toolCalls"] = calls
+    return message
+
+
+def _user(item: Any) -> list[Message]:
+    content = get(item, "content")
+    if not _is_sequence(content):
+        return [{"role": "user", "content": parts_text(content, "\n")}]
+    # Anthropic sends tool results as tool_result blocks inside a user turn.
+    results = [b for b in content if get(b, "type") == "tool_result"]
+    if not results:
+        return [{"role": "user", "content": parts_text(content, "\n")}]
+    out = [_tool_message(get(b, "tool_use_id"), get(b, "content")) for b in results]
+    rest = [b for b in content if get(b, "type") != "tool_result"]
+    text = parts_text(rest, "\n")
+    if text:
+        out.append({"role": "user", "content": text})
+    return out
+
+
+def _message(item: Any) -> list[Message]:
+    role = get(item, "role")
+    if role in ("tool", "function"):
+        call_id = get(item, "tool_call_id") or get(item, "toolCallId")
+        return [_tool_message(call_id, get(item, "content"))]
+    role = _ROLES.get(role) if isinstance(role, str) else None
+    if role == "assistant":
+        return [_assistant(item)]
+    if role == "user":
+        return _user(item)
+    if role == "system":
+        return [{"role": "system", "content": parts_text(get(item, "content"), "\n")}]
+    return []
+
+
+def _messages(items: Any) -> list[Message]:
+    out: list[Message] = []
+    for item in items:
+        out.extend(_message(item))
+    return out
+
+
+def _responses_input(items: Any) -> list[Message]:
+    """Responses ``input`` items; one assistant turn may span several items."""
+    out: list[Message] = []
+    turn: list[Any] = []  # consecutive assistant-side items
+
+    def close_turn() -> None:
+        if turn:
+            merged = message_from_items(turn, None)
+            message: Message = {"role": "assistant", "content": merged["content"]}
+            if "toolCalls" in merged:
+                message["toolCalls"] = merged["toolCalls"]
+            out.append(message)
+            turn.clear()
+
+    for item in items:
+        kind = get(item, "type")
+        role = get(item, "role")
+        if kind in _ASSISTANT_ITEMS or (role == "assistant" and kind in ("message", None)):
+            if role == "assistant":
+                item = {"type": "message", "content": get(item, "content")}
+            turn.append(item)
+            continue
+        close_turn()
+        if kind in _TOOL_OUTPUTS:
+            out.append(_tool_message(get(item, "call_id"), get(item, "output")))
+        elif role is not None:
+            out.extend(_message(item))
+        # item_reference and hosted-tool items carry no conversation text.
+    close_turn()
+    return out
+
+
+def _system(value: Any) -> list[Message]:
+    if isinstance(value, str):
+        return [{"role": "system", "content": value}] if value else []
+    if _is_sequence(value):
+        text = parts_text(value, "\n")
+        return [{"role": "system", "content": text}] if text else []
+    return []
+
+
+def _positional_messages(args: tuple[Any, ...]) -> Any:
+    for arg in args:
+        if _is_sequence(arg) and arg and all(_looks_like_message(item) for item in arg):
+            return arg
+    return None
+
+
+def collect(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Message] | None:
+    """Like :func:`input_messages`, but lets internal errors propagate."""
+    out: list[Message] = []
+    found = False
+    for key in ("system", "instructions"):
+        system = _system(kwargs.get(key))
+        found = found or bool(system)
+        out.extend(system)
+    messages = kwargs.get("messages")
+    if messages is None:
+        messages = _positional_messages(args)
+    if _is_sequence(messages):
+        found = True
+        out.extend(_messages(messages))
+    given = kwargs.get("input")
+    if isinstance(given, str):
+        found = True
+        out.append({"role": "user", "content": given})
+    elif _is_sequence(given):
+        found = True
+        out.extend(_responses_input(given))
+    return out if found else None
+
+
+def input_messages(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Message] | None:
+    """The conversation a model call receives, normalised, in order.
+
+    Each item is ``{"role": "user" | "system" | "assistant" | "tool", "content":
+    str}`` plus ``toolCallId`` on tool results and ``toolCalls`` on assistant
+    turns. ``None`` when the call carries no recognisable conversation. Never
+    raises: an internal failure is logged and gives ``None``.
+    """
+    try:
+        return collect(args, kwargs)
+    except Exception:
+        internal_error("input_messages")
+        return None

@@ -1,0 +1,522 @@
+"""Streams: detect them, proxy them, merge their chunks into one message.
+
+A proxy (``wrapt.BaseObjectProxy``) stands in for the provider's stream object,
+so attributes, ``isinstance``, ``with`` and the provider's helpers keep working;
+it feeds every chunk that passes through to a :class:`StreamState` and calls the
+caller's ``on_done`` once, when the stream is exhausted, closed, fails, leaves
+its ``with`` block, or is garbage-collected unfinished (see :func:`wrap_stream`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import io
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+import wrapt
+
+from ._common import Message, assistant_message, get, internal_error
+from .anthropic import EVENT_TYPES as _ANTHROPIC_EVENTS
+from .anthropic import AnthropicAccumulator
+from .convert import convert
+from .openai_chat import ChatAccumulator
+from .openai_responses import ResponsesAccumulator
+
+OnDone = Callable[[Message], None]
+
+
+class Accumulator:
+    """Merges the chunks of one stream, whatever the provider."""
+
+    def __init__(self) -> None:
+        self.chat = ChatAccumulator()
+        self.responses = ResponsesAccumulator()
+        self.anthropic = AnthropicAccumulator()
+        self._text: list[str] = []
+
+    def add(self, chunk: Any) -> None:
+        if isinstance(chunk, str):
+            self._text.append(chunk)  # a user generator yielding text deltas
+            return
+        kind = get(chunk, "type")
+        if isinstance(kind, str):
+            if kind == "chunk":  # openai ChatCompletionStream wraps each raw chunk
+                inner = get(chunk, "chunk")
+                if inner is not None:
+                    self.chat.add(inner)
+            elif kind.startswith("response."):
+                self.responses.add(chunk)
+            elif kind in _ANTHROPIC_EVENTS:
+                self.anthropic.add(chunk)
+            # Other typed events (anthropic "text", openai "content.delta", ...)
+            # repeat what the raw events carry.
+            return
+        if get(chunk, "choices") is not None:
+            self.chat.add(chunk)
+
+    def result(self) -> Message:
+        for acc in (self.anthropic, self.responses, self.chat):
+            if acc.seen_anything:
+                return acc.result()
+        model = self.anthropic.model or self.responses.model or self.chat.model
+        return assistant_message("".join(self._text), model=model)
+
+
+def accumulate(chunks: Iterable[Any]) -> Message:
+    """The assistant message made of already-received ``chunks``; never raises."""
+    acc = Accumulator()
+    try:
+        for chunk in chunks:
+            acc.add(chunk)
+        return acc.result()
+    except Exception:
+        internal_error("accumulate")
+        return assistant_message("")
+
+
+def _helper_snapshot(source: Any) -> Any:
+    """What a provider stream helper has accumulated itself, if anything.
+
+    ``messages.stream()`` / ``chat.completions.stream()`` / ``responses.stream()``
+    helpers can be drained without passing chunks through the proxy
+    (``text_stream``, ``until_done()``, ``get_final_*()``); their own snapshot
+    then holds the whole reply.
+    """
+    module = type(source).__module__
+    if not module.startswith(("anthropic.", "openai.")):
+        return None
+    try:
+        snapshot_or_none = getattr(source, "_current_snapshot_or_none", None)
+        if callable(snapshot_or_none):  # anthropic MessageStream
+            return snapshot_or_none()
+        state = getattr(source, "_state", None)
+        if state is None:
+            return None
+        completed = getattr(state, "_completed_response", None)  # openai ResponseStream
+        if completed is not None:
+            return completed
+        partial = getattr(state, "_ResponseStreamState__current_snapshot", None)
+        if partial is not None:
+            return partial
+        return state.current_completion_snapshot  # openai ChatCompletionStream
+    except Exception:
+        return None  # nothing accumulated yet (the helpers assert on that)
+
+
+class StreamState:
+    """Accumulation and the at-most-once finish shared by a stream's proxies."""
+
+    def __init__(self, on_done: OnDone, source: Any, started: bool) -> None:
+        self._on_done: OnDone | None = on_done
+        self._acc: Accumulator | None = Accumulator()
+        self._lock = threading.Lock()
+        self.source = source
+        self.final: Any = None
+        self.started = started
+        self.done = False
+        self.received = 0
+
+    def start(self, source: Any) -> None:
+        self.source = source
+        self.started = True
+
+    def add(self, chunk: Any) -> None:
+        acc = self._acc
+        if acc is None:
+            return  # chunks read after the message was recorded
+        self.received += 1
+        try:
+            acc.add(chunk)
+        except Exception:
+            internal_error("stream accumulation")
+
+    def set_final(self, obj: Any) -> None:
+        if obj is not None and not self.done:
+            self.final = obj
+
+    def abandon(self) -> None:
+        if self.started:
+            self.finish(ended=False)
+
+    def finish(self, ended: bool) -> None:
+        """Record the message, once; ``ended`` says the stream ran to its end."""
+        with self._lock:
+            if self.done:
+                return
+            self.done = True
+            on_done, self._on_done = self._on_done, None
+        try:
+            message = self._build(ended)
+        except Exception:
+            internal_error("stream finish")
+            message = assistant_message("") if ended or self.received else None
+        finally:
+            self._acc = None
+            self.source = self.final = None
+        if on_done is None or message is None:
+            return
+        try:
+            on_done(message)
+        except Exception:
+            internal_error("stream on_done callback")
+
+    def _build(self, ended: bool) -> Message | None:
+        acc = self._acc
+        merged = acc.result() if acc is not None else assistant_message("")
+        complete = self.final if self.final is not None else _helper_snapshot(self.source)
+        message = convert(complete) if complete is not None else None
+        if message is None:
+            if not ended and not self.received:
+                # Failed, closed or dropped before any output: a failed call,
+                # not an empty reply.
+                return None
+            return merged
+        for key in ("reasoningContent", "model"):
+            if key not in message and key in merged:
+                message[key] = merged[key]
+        return message
+
+
+_FINAL_RESULTS = frozenset({"get_final_message", "get_final_completion", "get_final_response"})
+_CLOSERS = frozenset({"close", "aclose"})
+_STOPS = (StopIteration, StopAsyncIteration)
+
+
+class _Proxy(wrapt.BaseObjectProxy[Any]):
+    _self_state: StreamState
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped)
+        self._self_state = state
+
+    def __repr__(self) -> str:
+        return repr(self.__wrapped__)
+
+    def __del__(self) -> None:
+        try:
+            state = self._self_state
+        except Exception:
+            return  # never fully initialised
+        try:
+            state.abandon()
+        except Exception:
+            internal_error("stream garbage collection")
+
+
+def _finishing(proxy: _Proxy, name: str) -> Callable[..., Any]:
+    """``proxy.<name>`` whose completion finishes the stream (close, get_final_*...)."""
+    method = getattr(proxy.__wrapped__, name)  # AttributeError -> hasattr() is False
+    state = proxy._self_state
+
+    def settle(result: Any) -> Any:
+        if name in _FINAL_RESULTS:
+            state.set_final(result)
+        state.finish(ended=name not in _CLOSERS)
+        return proxy if result is proxy.__wrapped__ else result
+
+    async def settle_later(awaitable: Awaitable[Any]) -> Any:
+        try:
+            result = await awaitable
+        except BaseException:
+            state.finish(ended=False)
+            raise
+        return settle(result)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            result = method(*args, **kwargs)
+        except BaseException:
+            state.finish(ended=False)
+            raise
+        if inspect.isawaitable(result):
+            return settle_later(result)
+        return settle(result)
+
+    return call
+
+
+def _stepping(proxy: _Proxy, name: str) -> Callable[..., Any]:
+    """``proxy.send`` / ``throw`` / ``asend`` / ``athrow``: the result is a chunk."""
+    method = getattr(proxy.__wrapped__, name)
+    state = proxy._self_state
+
+    async def step_later(awaitable: Awaitable[Any]) -> Any:
+        try:
+            chunk = await awaitable
+        except BaseException as exc:
+            state.finish(ended=isinstance(exc, _STOPS))
+            raise
+        state.add(chunk)
+        return chunk
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            chunk = method(*args, **kwargs)
+        except BaseException as exc:
+            state.finish(ended=isinstance(exc, _STOPS))
+            raise
+        if name in ("asend", "athrow"):
+            return step_later(chunk)
+        state.add(chunk)
+        return chunk
+
+    return call
+
+
+class _StreamProxy(_Proxy):
+    # Properties, so that hasattr() on the proxy answers as on the stream.
+    @property
+    def close(self) -> Callable[..., Any]:
+        return _finishing(self, "close")
+
+    @property
+    def aclose(self) -> Callable[..., Any]:
+        return _finishing(self, "aclose")
+
+    @property
+    def until_done(self) -> Callable[..., Any]:
+        return _finishing(self, "until_done")
+
+    @property
+    def get_final_message(self) -> Callable[..., Any]:
+        return _finishing(self, "get_final_message")
+
+    @property
+    def get_final_text(self) -> Callable[..., Any]:
+        return _finishing(self, "get_final_text")
+
+    @property
+    def get_final_completion(self) -> Callable[..., Any]:
+        return _finishing(self, "get_final_completion")
+
+    @property
+    def get_final_response(self) -> Callable[..., Any]:
+        return _finishing(self, "get_final_response")
+
+    @property
+    def send(self) -> Callable[..., Any]:
+        return _stepping(self, "send")
+
+    @property
+    def throw(self) -> Callable[..., Any]:
+        return _stepping(self, "throw")
+
+    @property
+    def asend(self) -> Callable[..., Any]:
+        return _stepping(self, "asend")
+
+    @property
+    def athrow(self) -> Callable[..., Any]:
+        return _stepping(self, "athrow")
+
+    @property
+    def text_stream(self) -> Any:
+        inner = self.__wrapped__.text_stream
+        if hasattr(inner, "__anext__"):
+            return self._self_watch_async(inner)
+        return self._self_watch(inner)
+
+    def _self_watch(self, inner: Iterable[Any]) -> Iterator[Any]:
+        # The helper's own snapshot holds what text_stream consumed; this only
+        # notices the end.
+        state = self._self_state
+        try:
+            yield from inner
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):
+                state.finish(ended=False)
+            raise
+        state.finish(ended=True)
+
+    async def _self_watch_async(self, inner: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        state = self._self_state
+        try:
+            async for item in inner:
+                yield item
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):
+                state.finish(ended=False)
+            raise
+        state.finish(ended=True)
+
+
+class _SyncStreamProxy(_StreamProxy):
+    def __iter__(self) -> Iterator[Any]:
+        inner = iter(self.__wrapped__)
+        if inner is self.__wrapped__:
+            return self  # an iterator: chunks arrive through __next__
+        return self._self_iterate(inner)
+
+    def _self_iterate(self, inner: Iterator[Any]) -> Iterator[Any]:
+        # A method, so the generator keeps the proxy (and its __del__) alive.
+        state = self._self_state
+        try:
+            for chunk in inner:
+                state.add(chunk)
+                yield chunk
+        except BaseException as exc:
+            # Leaving a for loop early closes this generator but not the
+            # stream, which may still be read on; GC or close() finishes it.
+            if not isinstance(exc, GeneratorExit):
+                state.finish(ended=False)
+            raise
+        state.finish(ended=True)
+
+    def __next__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = self.__wrapped__.__next__()
+        except BaseException as exc:
+            state.finish(ended=isinstance(exc, StopIteration))
+            raise
+        state.add(chunk)
+        return chunk
+
+    def __enter__(self) -> Any:
+        entered = self.__wrapped__.__enter__()
+        return self if entered is self.__wrapped__ else entered
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(*exc_info)
+        finally:
+            self._self_state.finish(ended=False)
+
+
+class _AsyncStreamProxy(_StreamProxy):
+    def __aiter__(self) -> AsyncIterator[Any]:
+        inner = self.__wrapped__.__aiter__()
+        if inner is self.__wrapped__:
+            return self  # type: ignore[no-any-return]
+        return self._self_aiterate(inner)
+
+    async def _self_aiterate(self, inner: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        state = self._self_state
+        try:
+            async for chunk in inner:
+                state.add(chunk)
+                yield chunk
+        except BaseException as exc:
+            if not isinstance(exc, GeneratorExit):
+                state.finish(ended=False)
+            raise
+        state.finish(ended=True)
+
+    async def __anext__(self) -> Any:
+        state = self._self_state
+        try:
+            chunk = await self.__wrapped__.__anext__()
+        except BaseException as exc:
+            state.finish(ended=isinstance(exc, StopAsyncIteration))
+            raise
+        state.add(chunk)
+        return chunk
+
+    async def __aenter__(self) -> Any:
+        entered = await self.__wrapped__.__aenter__()
+        return self if entered is self.__wrapped__ else entered
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc_info)
+        finally:
+            self._self_state.finish(ended=False)
+
+
+class _DualStreamProxy(_SyncStreamProxy, _AsyncStreamProxy):
+    """For objects iterable both ways (LiteLLM's ``CustomStreamWrapper``)."""
+
+
+class _ManagerProxy(_Proxy):
+    """A ``*StreamManager``: the request and the stream begin at ``__enter__``."""
+
+    def _self_adopt(self, entered: Any) -> Any:
+        state = self._self_state
+        state.start(entered)
+        if entered is self.__wrapped__:
+            return self
+        return (_stream_proxy_class(entered) or _SyncStreamProxy)(entered, state)
+
+    def __enter__(self) -> Any:
+        return self._self_adopt(self.__wrapped__.__enter__())
+
+    def __exit__(self, *exc_info: Any) -> Any:
+        try:
+            return self.__wrapped__.__exit__(*exc_info)
+        finally:
+            self._self_state.abandon()
+
+    async def __aenter__(self) -> Any:
+        return self._self_adopt(await self.__wrapped__.__aenter__())
+
+    async def __aexit__(self, *exc_info: Any) -> Any:
+        try:
+            return await self.__wrapped__.__aexit__(*exc_info)
+        finally:
+            self._self_state.abandon()
+
+
+_NOT_STREAMS = (str, bytes, bytearray, memoryview, Mapping, list, tuple, set, frozenset, io.IOBase)
+
+
+def _is_manager(tp: type) -> bool:
+    return tp.__name__.endswith("StreamManager") and tp.__module__.startswith(("openai.", "anthropic."))
+
+
+def _stream_proxy_class(obj: Any) -> type[_StreamProxy] | None:
+    tp = type(obj)
+    sync = hasattr(tp, "__next__") or hasattr(tp, "__iter__")
+    asynchronous = hasattr(tp, "__anext__") or hasattr(tp, "__aiter__")
+    if sync and asynchronous:
+        return _DualStreamProxy
+    if asynchronous:
+        return _AsyncStreamProxy
+    if sync:
+        return _SyncStreamProxy
+    return None
+
+
+def is_stream(obj: object) -> bool:
+    """Whether ``obj`` is a stream of model output (cheap; consumes nothing).
+
+    True for iterators and async iterators (provider ``Stream`` / ``AsyncStream``
+    objects, stream helpers, generators) and the openai / anthropic
+    ``*StreamManager`` objects; false for strings, bytes, containers, mappings
+    and pydantic models (which are iterable but not streams).
+    """
+    if isinstance(obj, _NOT_STREAMS):
+        return False
+    if isinstance(obj, _Proxy):
+        return True
+    tp = type(obj)
+    if hasattr(tp, "model_dump") or hasattr(tp, "__pydantic_fields__"):
+        return False
+    return hasattr(tp, "__next__") or hasattr(tp, "__anext__") or hasattr(tp, "__aiter__") or _is_manager(tp)
+
+
+def is_wrapped_stream(obj: object) -> bool:
+    """Whether ``obj`` is already a proxy made by :func:`wrap_stream`."""
+    return isinstance(obj, _Proxy)
+
+
+def wrap_stream(obj: Any, on_done: OnDone) -> Any:
+    """A proxy of the stream ``obj`` that records one message through ``on_done``.
+
+    ``on_done(message)`` is called at most once: when the stream is exhausted
+    (also through ``until_done()`` / ``get_final_*()`` / ``text_stream``), or
+    with what arrived when it is closed, fails (the error is re-raised
+    unchanged), leaves its ``with`` block, or is garbage-collected unfinished.
+    It is not called when the stream fails, is closed or is dropped before
+    delivering anything (like a failed non-streamed call), nor for a stream
+    manager that was never entered. It may run from garbage collection, so it
+    must not rely on context variables. Objects that cannot be streamed are
+    returned unchanged: check :func:`is_stream` first.
+    """
+    if _is_manager(type(obj)):
+        return _ManagerProxy(obj, StreamState(on_done, None, started=False))
+    cls = _stream_proxy_class(obj)
+    if cls is None:
+        return obj
+    return cls(obj, StreamState(on_done, obj, started=True))
