@@ -1,0 +1,125 @@
+"""Counting what is in a trace, for ``ststrace stats``."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from ._cli_text import fmt_duration, is_error
+
+__all__ = ["TraceStats", "collect", "format_stats", "total"]
+
+_ROLES = ("user", "assistant", "system", "tool")
+
+
+@dataclass
+class TraceStats:
+    path: str
+    messages: int = 0
+    roles: dict[str, int] = field(default_factory=lambda: dict.fromkeys(_ROLES, 0))
+    tool_calls: int = 0
+    tool_results: int = 0
+    unanswered_calls: int = 0
+    unpaired_results: int = 0
+    errors: int = 0
+    models: dict[str, int] = field(default_factory=dict)
+    first_timestamp: int | None = None
+    last_timestamp: int | None = None
+    duration_ms: int | None = None
+    bytes: int = 0
+    files: int = 1
+
+    def as_dict(self) -> dict[str, Any]:
+        d = dict(self.__dict__)
+        d["models"] = dict(sorted(self.models.items(), key=lambda kv: (-kv[1], kv[0])))
+        return d
+
+
+def collect(path: str | os.PathLike[str], messages: Iterable[dict[str, Any]]) -> TraceStats:
+    """Count one trace from its message stream (constant memory but for open call ids)."""
+    st = TraceStats(path=os.fspath(path))
+    open_calls: set[str] = set()
+    for msg in messages:
+        st.messages += 1
+        role = msg.get("role")
+        if isinstance(role, str):
+            st.roles[role] = st.roles.get(role, 0) + 1
+        model = msg.get("model")
+        if isinstance(model, str) and model:
+            st.models[model] = st.models.get(model, 0) + 1
+        ts = msg.get("timestamp")
+        if isinstance(ts, int) and not isinstance(ts, bool):
+            if st.first_timestamp is None or ts < st.first_timestamp:
+                st.first_timestamp = ts
+            if st.last_timestamp is None or ts > st.last_timestamp:
+                st.last_timestamp = ts
+        calls = msg.get("toolCalls")
+        if isinstance(calls, list):
+            for tc in calls:
+                st.tool_calls += 1
+                cid = tc.get("id") if isinstance(tc, dict) else None
+                if isinstance(cid, str):
+                    open_calls.add(cid)
+                else:
+                    st.unanswered_calls += 1  # no id: nothing can ever answer it
+        if role == "tool":
+            st.tool_results += 1
+            cid = msg.get("toolCallId")
+            if isinstance(cid, str) and cid in open_calls:
+                open_calls.discard(cid)
+            else:
+                st.unpaired_results += 1
+            if is_error(str(msg.get("content", ""))):
+                st.errors += 1
+    st.unanswered_calls += len(open_calls)
+    if st.first_timestamp is not None and st.last_timestamp is not None:
+        st.duration_ms = st.last_timestamp - st.first_timestamp
+    try:
+        st.bytes = os.path.getsize(path)
+    except OSError:
+        pass
+    return st
+
+
+def total(all_stats: list[TraceStats]) -> TraceStats:
+    """Sum of several traces; ``duration_ms`` is the sum of their durations."""
+    t = TraceStats(path="total", files=len(all_stats))
+    for st in all_stats:
+        t.messages += st.messages
+        for role, n in st.roles.items():
+            t.roles[role] = t.roles.get(role, 0) + n
+        t.tool_calls += st.tool_calls
+        t.tool_results += st.tool_results
+        t.unanswered_calls += st.unanswered_calls
+        t.unpaired_results += st.unpaired_results
+        t.errors += st.errors
+        for model, n in st.models.items():
+            t.models[model] = t.models.get(model, 0) + n
+        if st.first_timestamp is not None:
+            t.first_timestamp = st.first_timestamp if t.first_timestamp is None else min(t.first_timestamp, st.first_timestamp)
+        if st.last_timestamp is not None:
+            t.last_timestamp = st.last_timestamp if t.last_timestamp is None else max(t.last_timestamp, st.last_timestamp)
+        if st.duration_ms is not None:
+            t.duration_ms = (t.duration_ms or 0) + st.duration_ms
+        t.bytes += st.bytes
+    return t
+
+
+def format_stats(st: TraceStats) -> str:
+    title = f"total ({st.files} files)" if st.path == "total" else st.path
+    roles = ", ".join(f"{role} {n:,}" for role, n in st.roles.items() if n)
+    models = ", ".join(f"{m} ({n:,})" for m, n in sorted(st.models.items(), key=lambda kv: (-kv[1], kv[0])))
+    rows = [
+        ("messages", f"{st.messages:,}" + (f"  ({roles})" if roles else "")),
+        ("tool calls", f"{st.tool_calls:,}"),
+        ("tool results", f"{st.tool_results:,}"),
+        ("unanswered calls", f"{st.unanswered_calls:,}"),
+        ("unpaired results", f"{st.unpaired_results:,}"),
+        ("errors", f"{st.errors:,}"),
+        ("models", models or "-"),
+        ("duration", fmt_duration(st.duration_ms) if st.duration_ms is not None else "-"),
+        ("bytes", f"{st.bytes:,}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join([title] + [f"  {k.ljust(width)}  {v}" for k, v in rows])

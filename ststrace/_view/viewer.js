@@ -1,0 +1,657 @@
+(function () {
+  "use strict";
+
+  // Everything from the trace reaches the page through textContent or
+  // createTextNode, never through an HTML parser: trace text is untrusted.
+
+  var FIRST_ITEMS = 40;
+  var CHUNK_ITEMS = 80;
+  var PREVIEW_CHARS = 1200;
+  var PREVIEW_LINES = 16;
+  var ROLES = { user: "User", assistant: "Assistant", system: "System", tool: "Tool" };
+
+  var data;
+  try {
+    data = JSON.parse(document.getElementById("ststrace-data").textContent);
+  } catch (e) {
+    document.getElementById("list").appendChild(el("p", "none", "The trace data in this page could not be read."));
+    return;
+  }
+  var header = isObject(data.header) ? data.header : {};
+  var messages = Array.isArray(data.messages) ? data.messages : [];
+  var source = isObject(data.source) ? data.source : {};
+  // File line of each message; only files with blank lines need the table.
+  var lineTable = Array.isArray(data.lines) && data.lines.length === messages.length ? data.lines : null;
+  function lineOf(i) { return lineTable ? lineTable[i] : i + 2; }
+  function indexOfLine(n) { return lineTable ? lineTable.indexOf(n) : n - 2; }
+
+  var nf = new Intl.NumberFormat();
+  var timeFmt = new Intl.DateTimeFormat(undefined, { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+  var dateTimeFmt = new Intl.DateTimeFormat(undefined, {
+    year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit"
+  });
+
+  // ---- helpers ------------------------------------------------------------
+
+  function el(tag, cls, text) {
+    var e = document.createElement(tag);
+    if (cls) e.className = cls;
+    if (text !== undefined && text !== null) e.textContent = String(text);
+    return e;
+  }
+  function isObject(v) { return v !== null && typeof v === "object" && !Array.isArray(v); }
+  function str(v) {
+    if (typeof v === "string") return v;
+    if (v === undefined || v === null) return "";
+    try { return JSON.stringify(v); } catch (e) { return String(v); }
+  }
+  function tsOf(m) {
+    var t = m && m.timestamp;
+    return typeof t === "number" && isFinite(t) ? t : null;
+  }
+  function isError(text) { return /^\s*Error:/.test(text); }
+  function roleOf(m) { return isObject(m) && typeof m.role === "string" ? m.role : ""; }
+  function roleClass(role) { return Object.prototype.hasOwnProperty.call(ROLES, role) ? role : "unknown"; }
+  function plural(n, one, many) { return nf.format(n) + " " + (n === 1 ? one : (many || one + "s")); }
+  function fmtDuration(ms) {
+    if (ms < 0) return "-" + fmtDuration(-ms);
+    if (ms < 1000) return Math.round(ms) + " ms";
+    var s = ms / 1000;
+    if (s < 60) return (s < 10 ? s.toFixed(2) : s.toFixed(1)) + " s";
+    var m = Math.floor(s / 60);
+    s = Math.floor(s - m * 60);
+    if (m < 60) return m + "m " + (s < 10 ? "0" : "") + s + "s";
+    var h = Math.floor(m / 60);
+    m = m - h * 60;
+    if (h < 48) return h + "h " + (m < 10 ? "0" : "") + m + "m";
+    return Math.floor(h / 24) + "d " + (h % 24) + "h";
+  }
+  function fmtBytes(n) {
+    if (typeof n !== "number") return "";
+    if (n < 1024) return nf.format(n) + " B";
+    var units = ["KiB", "MiB", "GiB", "TiB"];
+    var v = n, i = -1;
+    do { v /= 1024; i++; } while (v >= 1024 && i < units.length - 1);
+    return v.toFixed(v < 10 ? 1 : 0) + " " + units[i];
+  }
+  function safeDate(ms) {
+    var d = new Date(ms);
+    return isNaN(d.getTime()) ? null : d;
+  }
+  function timeEl(ms, withDate) {
+    var d = safeDate(ms);
+    var t = el("time", "time", d ? (withDate ? dateTimeFmt : timeFmt).format(d) : String(ms));
+    if (d) {
+      t.dateTime = d.toISOString();
+      t.title = d.toISOString();
+    }
+    return t;
+  }
+  function prettyArgs(a) {
+    if (typeof a !== "string") return { text: str(a), ok: false };
+    if (a.trim() === "") return { text: "", ok: true };
+    try {
+      var v = JSON.parse(a);
+      if (isObject(v) && Object.keys(v).length === 0) return { text: "{}", ok: true };
+      return { text: JSON.stringify(v, null, 2), ok: true };
+    } catch (e) {
+      return { text: a, ok: false };
+    }
+  }
+  function escapeRegExp(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+
+  // ---- pairing: each tool result is drawn under the call it answers -------
+
+  var items = [];          // what the list shows, in file order
+  var itemOfMessage = [];  // message index -> item index
+  var callsById = new Map();
+  var counts = { user: 0, assistant: 0, system: 0, tool: 0, other: 0 };
+  var toolCalls = 0, toolResults = 0, errors = 0, orphans = 0;
+  var models = new Map();
+  var firstTs = null, lastTs = null;
+
+  messages.forEach(function (m, i) {
+    var role = roleOf(m);
+    if (Object.prototype.hasOwnProperty.call(counts, role)) counts[role]++; else counts.other++;
+    var ts = tsOf(m);
+    if (ts !== null) {
+      if (firstTs === null || ts < firstTs) firstTs = ts;
+      if (lastTs === null || ts > lastTs) lastTs = ts;
+    }
+    if (isObject(m) && typeof m.model === "string" && m.model) models.set(m.model, (models.get(m.model) || 0) + 1);
+    if (role === "tool") {
+      toolResults++;
+      var isErr = isError(str(m.content));
+      if (isErr) errors++;
+      var call = typeof m.toolCallId === "string" ? callsById.get(m.toolCallId) : undefined;
+      if (call) {
+        call.results.push(i);
+        itemOfMessage[i] = call.item;
+        if (isErr) items[call.item].error = true;
+        return;
+      }
+      orphans++;
+      itemOfMessage[i] = items.length;
+      items.push({ i: i, calls: [], orphan: true, error: isErr, hay: null });
+      return;
+    }
+    var item = { i: i, calls: [], orphan: false, error: false, hay: null };
+    var idx = items.length;
+    if (isObject(m) && Array.isArray(m.toolCalls)) {
+      m.toolCalls.forEach(function (tc) {
+        toolCalls++;
+        var c = { tc: isObject(tc) ? tc : {}, owner: i, item: idx, results: [] };
+        var id = c.tc.id;
+        if (typeof id === "string" && !callsById.has(id)) callsById.set(id, c);
+        item.calls.push(c);
+      });
+    }
+    itemOfMessage[i] = idx;
+    items.push(item);
+  });
+  var unanswered = 0;
+  items.forEach(function (it) { it.calls.forEach(function (c) { if (!c.results.length) unanswered++; }); });
+
+  // ---- state ----------------------------------------------------------------
+
+  var state = { query: "", re: null, errorsOnly: false, expandAll: null };
+  var view = items;
+  var list = document.getElementById("list");
+  var moreBar = document.getElementById("more");
+  var statusEl = document.getElementById("status");
+  var expanders = [];  // setters of the long-text blocks currently in the DOM
+
+  function callName(c) {
+    var fn = isObject(c.tc.function) ? c.tc.function : {};
+    return typeof fn.name === "string" ? fn.name : str(fn.name);
+  }
+  function callArgs(c) {
+    var fn = isObject(c.tc.function) ? c.tc.function : {};
+    return fn.arguments;
+  }
+
+  function haystack(it) {
+    if (it.hay !== null) return it.hay;
+    var m = messages[it.i] || {};
+    var parts = [roleOf(m), str(m.content), str(m.reasoningContent), str(m.model), str(m.toolCallId)];
+    it.calls.forEach(function (c) {
+      parts.push(callName(c), str(callArgs(c)), str(c.tc.id));
+      c.results.forEach(function (j) { parts.push(str((messages[j] || {}).content)); });
+    });
+    it.hay = parts.join("\n").toLowerCase();
+    return it.hay;
+  }
+
+  function matches(text) {
+    if (!state.query) return false;
+    return text.toLowerCase().indexOf(state.query) !== -1;
+  }
+
+  // ---- text blocks ----------------------------------------------------------
+
+  function appendHighlighted(parent, text) {
+    if (!state.re || !text) {
+      parent.appendChild(document.createTextNode(text));
+      return;
+    }
+    var re = state.re;
+    re.lastIndex = 0;
+    var last = 0, m, guard = 0;
+    while ((m = re.exec(text)) !== null && guard++ < 5000) {
+      if (m[0] === "") { re.lastIndex++; continue; }
+      if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
+      parent.appendChild(el("mark", null, m[0]));
+      last = m.index + m[0].length;
+    }
+    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+  }
+
+  function previewCut(text) {
+    var cut = Math.min(text.length, PREVIEW_CHARS);
+    var nl = -1, lines = 0;
+    while (lines < PREVIEW_LINES) {
+      nl = text.indexOf("\n", nl + 1);
+      if (nl === -1 || nl >= cut) break;
+      lines++;
+    }
+    if (lines >= PREVIEW_LINES && nl !== -1 && nl < cut) cut = nl;
+    return cut;
+  }
+
+  function countLines(text, from) {
+    var n = 1, i = from;
+    while ((i = text.indexOf("\n", i) + 1) > 0) n++;
+    return n;
+  }
+
+  function textBlock(text, cls) {
+    var wrap = el("div", "text" + (cls ? " " + cls : ""));
+    var body = el("div", "text-body");
+    wrap.appendChild(body);
+    var cut = previewCut(text);
+    if (cut >= text.length) {
+      appendHighlighted(body, text);
+      return wrap;
+    }
+    wrap.classList.add("long");
+    var btn = el("button", "more-btn");
+    btn.type = "button";
+    var hidden = text.length - cut;
+    var hiddenLines = countLines(text, cut) - 1;
+    var expanded = state.expandAll === true || matches(text.slice(Math.max(0, cut - state.query.length)));
+    function paint() {
+      body.textContent = "";
+      if (expanded) {
+        appendHighlighted(body, text);
+        btn.textContent = "Show less";
+      } else {
+        appendHighlighted(body, text.slice(0, cut));
+        body.appendChild(el("span", "ellipsis", " \u2026"));
+        btn.textContent = "Show more \u00b7 " + (hiddenLines > 0 ? plural(hiddenLines, "more line") + ", " : "") + plural(hidden, "char");
+      }
+      btn.setAttribute("aria-expanded", expanded ? "true" : "false");
+    }
+    btn.addEventListener("click", function () { expanded = !expanded; paint(); });
+    expanders.push(function (v) { if (expanded !== v) { expanded = v; paint(); } });
+    paint();
+    wrap.appendChild(btn);
+    return wrap;
+  }
+
+  // ---- message rendering --------------------------------------------------
+
+  function lineLink(i) {
+    var n = lineOf(i);
+    var a = el("a", "line", "L" + n);
+    a.href = "#L" + n;
+    a.title = "Line " + n + " of the trace file";
+    return a;
+  }
+
+  function prevTs(i) {
+    for (var k = i - 1; k >= 0 && k >= i - 50; k--) {
+      var t = tsOf(messages[k]);
+      if (t !== null) return t;
+    }
+    return null;
+  }
+
+  function renderHead(m, i, role, extra) {
+    var head = el("div", "head");
+    head.appendChild(el("span", "role", ROLES[role] || (role ? role : "no role")));
+    if (typeof m.model === "string" && m.model) {
+      var mo = el("span", "model", m.model);
+      mo.title = "model: " + m.model;
+      head.appendChild(mo);
+    }
+    if (extra) extra.forEach(function (x) { head.appendChild(x); });
+    head.appendChild(el("span", "spacer"));
+    var ts = tsOf(m);
+    if (ts !== null) {
+      var p = prevTs(i);
+      if (p !== null) {
+        var gap = ts - p;
+        var d = el("span", "delta", (gap < 0 ? "\u2212" : "+") + fmtDuration(Math.abs(gap)));
+        d.title = "time since the previous message";
+        head.appendChild(d);
+      }
+      head.appendChild(timeEl(ts, false));
+    }
+    head.appendChild(lineLink(i));
+    return head;
+  }
+
+  function renderResult(j, call) {
+    var m = messages[j] || {};
+    var content = str(m.content);
+    var err = isError(content);
+    var box = el("div", "result" + (err ? " error" : ""));
+    box.id = "L" + lineOf(j);
+    var head = el("div", "result-head");
+    head.appendChild(el("span", "kind", "Result"));
+    if (err) head.appendChild(el("span", "badge error", "error"));
+    var ts = tsOf(m), owner = tsOf(messages[call.owner]);
+    head.appendChild(el("span", "spacer"));
+    if (ts !== null && owner !== null) {
+      var d = el("span", "delta", "took " + fmtDuration(ts - owner));
+      d.title = "time from the tool call to this result";
+      head.appendChild(d);
+    }
+    if (ts !== null) head.appendChild(timeEl(ts, false));
+    head.appendChild(lineLink(j));
+    box.appendChild(head);
+    if (content === "") box.appendChild(el("div", "empty", "empty result"));
+    else box.appendChild(textBlock(content, "mono"));
+    return box;
+  }
+
+  function renderCall(c) {
+    var box = el("div", "call");
+    var head = el("div", "call-head");
+    head.appendChild(el("span", "icon", "\u0192"));
+    head.appendChild(el("span", "fn", callName(c) || "(unnamed tool)"));
+    if (c.tc.id !== undefined) head.appendChild(el("span", "callid", str(c.tc.id)));
+    box.appendChild(head);
+    var pa = prettyArgs(callArgs(c));
+    var args = el("div", "args");
+    var label = el("div", "label", "Arguments");
+    if (!pa.ok) {
+      label.appendChild(document.createTextNode(" "));
+      label.appendChild(el("span", "badge warn", "not valid JSON"));
+    }
+    args.appendChild(label);
+    if (pa.text === "") args.appendChild(el("div", "empty", "no arguments"));
+    else args.appendChild(textBlock(pa.text, "mono"));
+    box.appendChild(args);
+    if (c.results.length === 0) {
+      box.appendChild(el("div", "pending", "No result recorded for this call."));
+    } else {
+      c.results.forEach(function (j) { box.appendChild(renderResult(j, c)); });
+    }
+    return box;
+  }
+
+  function renderItem(it) {
+    var m = isObject(messages[it.i]) ? messages[it.i] : {};
+    var role = roleOf(m);
+    var art = el("article", "msg role-" + roleClass(role) + (it.error ? " has-error" : ""));
+    art.id = "L" + lineOf(it.i);
+    var extra = [];
+    if (it.orphan) {
+      var b = el("span", "badge warn", "no matching call");
+      b.title = "toolCallId " + str(m.toolCallId) + " does not answer an earlier tool call";
+      extra.push(b);
+      if (m.toolCallId !== undefined) extra.push(el("span", "callid", str(m.toolCallId)));
+      if (isError(str(m.content))) extra.push(el("span", "badge error", "error"));
+    }
+    art.appendChild(renderHead(m, it.i, role, extra));
+    var reasoning = str(m.reasoningContent);
+    if (reasoning !== "") {
+      var det = el("details", "thinking");
+      var sum = el("summary", null, "Thinking \u00b7 " + plural(reasoning.length, "char"));
+      det.appendChild(sum);
+      var filled = false;
+      // The reasoning text is built when first opened, which keeps long traces light.
+      var fill = function () {
+        if (filled) return;
+        filled = true;
+        det.appendChild(textBlock(reasoning, ""));
+      };
+      det.addEventListener("toggle", function () { if (det.open) fill(); });
+      if (state.expandAll === true || matches(reasoning)) { fill(); det.open = true; }
+      art.appendChild(det);
+    }
+    var content = str(m.content);
+    if (content !== "") art.appendChild(textBlock(content, it.orphan ? "mono" : ""));
+    else if (!it.calls.length && reasoning === "") art.appendChild(el("div", "empty", "empty message"));
+    it.calls.forEach(function (c) { art.appendChild(renderCall(c)); });
+    return art;
+  }
+
+  // ---- lazy list -------------------------------------------------------------
+  // The list shows the window view[lo, hi) of the current filter. Scrolling down
+  // extends hi; a deep link starts the window at its target, and "Show earlier"
+  // extends lo. Only what is in the window is ever built.
+
+  var lo = 0, hi = 0;
+  var earlierBar = document.getElementById("earlier");
+  var anchoring = !!(window.CSS && CSS.supports && CSS.supports("overflow-anchor", "auto"));
+
+  function renderMore(n) {
+    var end = Math.min(view.length, hi + n);
+    if (end <= hi) return;
+    var frag = document.createDocumentFragment();
+    for (; hi < end; hi++) frag.appendChild(renderItem(view[hi]));
+    list.appendChild(frag);
+    updateStatus();
+  }
+
+  function renderEarlier(n) {
+    var start = Math.max(0, lo - n);
+    if (start >= lo) return;
+    var anchor = list.firstElementChild;
+    var before = anchor ? anchor.getBoundingClientRect().top : 0;
+    var frag = document.createDocumentFragment();
+    for (var k = start; k < lo; k++) frag.appendChild(renderItem(view[k]));
+    lo = start;
+    list.insertBefore(frag, list.firstChild);
+    updateStatus();
+    // Browsers with scroll anchoring keep the reading position themselves.
+    if (anchor && !anchoring) window.scrollBy(0, anchor.getBoundingClientRect().top - before);
+  }
+
+  function button(text, onClick) {
+    var b = el("button", null, text);
+    b.type = "button";
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  function updateStatus() {
+    var parts = [];
+    var filtered = state.query || state.errorsOnly;
+    if (filtered) {
+      parts.push(plural(view.length, "match", "matches") + " of " + plural(items.length, "entry", "entries"));
+    } else {
+      parts.push(plural(messages.length, "message"));
+    }
+    if (lo > 0 || hi < view.length) {
+      parts.push("showing entries " + nf.format(view.length ? lo + 1 : 0) + "–" + nf.format(hi) + " of " + nf.format(view.length));
+    }
+    statusEl.textContent = parts.join(" · ");
+    earlierBar.textContent = "";
+    if (lo > 0) {
+      earlierBar.appendChild(button("Show " + nf.format(Math.min(lo, CHUNK_ITEMS)) + " earlier", function () { renderEarlier(CHUNK_ITEMS); }));
+      earlierBar.appendChild(button("Back to the start", function () { showFrom(0); window.scrollTo(0, 0); }));
+    }
+    moreBar.textContent = "";
+    if (hi < view.length) {
+      var rest = view.length - hi;
+      moreBar.appendChild(el("span", null, nf.format(rest) + " more below"));
+      moreBar.appendChild(button("Show all", function () { renderMore(rest); }));
+      moreBar.appendChild(button("Jump to the end", function () {
+        showFrom(Math.max(0, view.length - FIRST_ITEMS));
+        moreBar.scrollIntoView({ block: "end" });
+      }));
+    } else if (view.length === 0) {
+      moreBar.appendChild(el("div", "none", messages.length ? "No messages match." : "This trace has no messages yet."));
+    }
+  }
+
+  var observer = null;
+  function recheck() {
+    // Observing again re-checks at once, so a tall screen keeps filling.
+    if (observer) { observer.unobserve(moreBar); observer.observe(moreBar); }
+  }
+  if ("IntersectionObserver" in window) {
+    observer = new IntersectionObserver(function (entries) {
+      for (var k = 0; k < entries.length; k++) {
+        if (entries[k].isIntersecting && hi < view.length) {
+          renderMore(CHUNK_ITEMS);
+          recheck();
+          return;
+        }
+      }
+    }, { rootMargin: "1500px 0px" });
+    observer.observe(moreBar);
+  } else {
+    window.addEventListener("scroll", function () {
+      if (hi < view.length && moreBar.getBoundingClientRect().top < window.innerHeight + 1500) renderMore(CHUNK_ITEMS);
+    }, { passive: true });
+  }
+
+  function showFrom(pos) {
+    expanders = [];
+    list.textContent = "";
+    lo = hi = Math.max(0, Math.min(pos, view.length));
+    renderMore(FIRST_ITEMS);
+    updateStatus();
+    recheck();
+  }
+
+  function rebuild() {
+    if (!state.query && !state.errorsOnly) {
+      view = items;
+    } else {
+      view = items.filter(function (it) {
+        if (state.errorsOnly && !it.error) return false;
+        return !state.query || haystack(it).indexOf(state.query) !== -1;
+      });
+    }
+    showFrom(0);
+    // The filter the list currently shows (search is debounced, so it can lag the input).
+    list.setAttribute("data-query", state.query);
+  }
+
+  // ---- header -------------------------------------------------------------
+
+  function renderSession() {
+    var box = document.getElementById("session");
+    var eyebrow = el("div", "eyebrow");
+    eyebrow.appendChild(el("span", "brand", "Session trace"));
+    if (header.harness !== undefined) {
+      var hv = el("span", "chip harness", str(header.harness));
+      hv.title = "harness";
+      eyebrow.appendChild(hv);
+    }
+    if (typeof source.file === "string") {
+      var f = el("span", "chip", source.file);
+      f.title = "trace file";
+      eyebrow.appendChild(f);
+    }
+    box.appendChild(eyebrow);
+    var name = header.name;
+    var title = name !== undefined && str(name) !== "" ? str(name) : null;
+    var h1 = el("h1", title ? null : "untitled", title || "Untitled session");
+    box.appendChild(h1);
+    document.title = (title || str(header.id) || "Session") + " \u00b7 ststrace";
+
+    var stats = el("div", "stats");
+    function stat(k, v, cls, small) {
+      var s = el("div", "stat" + (cls ? " " + cls : ""));
+      s.appendChild(el("div", "k", k));
+      s.appendChild(el("div", "v" + (small ? " small" : ""), v));
+      stats.appendChild(s);
+      return s;
+    }
+    var roleParts = [];
+    ["user", "assistant", "system", "tool"].forEach(function (r) { if (counts[r]) roleParts.push(nf.format(counts[r]) + " " + r); });
+    if (counts.other) roleParts.push(nf.format(counts.other) + " other");
+    stat("Messages", nf.format(messages.length)).title = roleParts.join(", ");
+    stat("Tool calls", nf.format(toolCalls)).title = nf.format(toolResults) + " results, " + nf.format(unanswered) + " without result";
+    stat("Errors", nf.format(errors), errors ? "bad" : null).title = "tool results starting with \u201cError:\u201d";
+    if (firstTs !== null && lastTs !== null) stat("Duration", fmtDuration(lastTs - firstTs));
+    if (models.size) {
+      var names = Array.from(models.keys());
+      stat(models.size === 1 ? "Model" : "Models", names.join(", "), null, true);
+    }
+    box.appendChild(stats);
+
+    var dl = el("dl", "meta");
+    function row(k, v, mono) {
+      dl.appendChild(el("dt", null, k));
+      var dd = el("dd", mono ? "mono" : null);
+      if (typeof v === "string") dd.textContent = v; else dd.appendChild(v);
+      dl.appendChild(dd);
+    }
+    if (header.id !== undefined) row("id", str(header.id), true);
+    if (header.harness !== undefined) row("harness", str(header.harness), true);
+    if (firstTs !== null) {
+      var started = el("span");
+      started.appendChild(timeEl(firstTs, true));
+      row("started", started);
+    }
+    if (roleParts.length) row("roles", roleParts.join(" \u00b7 "));
+    if (unanswered) {
+      var u = el("span", "chip warn", plural(unanswered, "call") + " without result");
+      row("unanswered", u);
+    }
+    if (orphans) row("unpaired results", el("span", "chip warn", plural(orphans, "tool result") + " without an earlier call"));
+    Object.keys(header).forEach(function (k) {
+      if (k === "type" || k === "harness" || k === "id" || k === "name") return;
+      var v = header[k];
+      if (typeof v === "string") { row(k, v); return; }
+      var compact = str(v);
+      row(k, textBlock(compact.length <= 80 ? compact : JSON.stringify(v, null, 2), "mono"));
+    });
+    if (typeof source.bytes === "number") row("size", fmtBytes(source.bytes));
+    box.appendChild(dl);
+
+    var foot = document.getElementById("foot");
+    var text = "Rendered by ststrace" + (typeof source.version === "string" ? " " + source.version : "");
+    if (typeof source.generated === "string") text += " on " + source.generated;
+    foot.textContent = text + " \u00b7 this page works offline and loads nothing from the network";
+  }
+
+  // ---- controls -----------------------------------------------------------
+
+  var search = document.getElementById("search");
+  var timer = null;
+  search.addEventListener("input", function () {
+    if (timer !== null) clearTimeout(timer);
+    timer = setTimeout(function () {
+      timer = null;
+      var q = search.value.trim();
+      state.query = q.toLowerCase();
+      state.re = q ? new RegExp(escapeRegExp(q), "giu") : null;
+      rebuild();
+    }, 120);
+  });
+  document.getElementById("errors-only").addEventListener("change", function (e) {
+    state.errorsOnly = e.target.checked;
+    rebuild();
+  });
+  function setAll(open) {
+    state.expandAll = open;
+    expanders.forEach(function (f) { f(open); });
+    var dets = list.querySelectorAll("details.thinking");
+    for (var k = 0; k < dets.length; k++) dets[k].open = open;
+  }
+  document.getElementById("expand-all").addEventListener("click", function () { setAll(true); });
+  document.getElementById("collapse-all").addEventListener("click", function () { setAll(false); });
+  document.addEventListener("keydown", function (e) {
+    if (e.key === "/" && document.activeElement !== search && !e.ctrlKey && !e.metaKey && !e.altKey) {
+      e.preventDefault();
+      search.focus();
+      search.select();
+    } else if (e.key === "Escape" && document.activeElement === search && search.value) {
+      search.value = "";
+      search.dispatchEvent(new Event("input"));
+    }
+  });
+
+  // A link such as page.html#L120 shows the list from (just before) that line.
+  function goToHash() {
+    var mt = /^#L(\d+)$/.exec(location.hash);
+    if (!mt) return;
+    var i = indexOfLine(parseInt(mt[1], 10));
+    if (!(i >= 0 && i < messages.length)) return;
+    var target = itemOfMessage[i];
+    var pos = view.indexOf(items[target]);
+    if (pos === -1) {
+      search.value = "";
+      state.query = "";
+      state.re = null;
+      state.errorsOnly = false;
+      document.getElementById("errors-only").checked = false;
+      rebuild();
+      pos = target;
+    }
+    if (pos < lo || pos >= hi) showFrom(Math.max(0, pos - 2));
+    var node = document.getElementById("L" + lineOf(i));
+    if (node) {
+      var prev = list.querySelectorAll(".target");
+      for (var k = 0; k < prev.length; k++) prev[k].classList.remove("target");
+      node.classList.add("target");
+      node.scrollIntoView({ block: "start" });
+    }
+  }
+  window.addEventListener("hashchange", goToHash);
+
+  renderSession();
+  rebuild();
+  goToHash();
+  document.documentElement.setAttribute("data-ready", "1");
+  // Lets anyone (and our browser tests) measure the time to the first screen.
+  if (window.performance && performance.mark) performance.mark("ststrace-ready");
+})();
