@@ -336,12 +336,38 @@ def _cmd_tail(args: argparse.Namespace) -> int:
 # ---- the table of commands ----------------------------------------------------
 
 #: One row per command, in the order ``ststrace --help`` lists them.
+def _setup_convert(p: argparse.ArgumentParser) -> None:
+    from ._cli_convert import setup_convert
+
+    setup_convert(p)
+
+
+def _cmd_convert(args: argparse.Namespace) -> int:
+    from ._cli_convert import run_convert
+
+    return run_convert(args)
+
+
+def _setup_upload(p: argparse.ArgumentParser) -> None:
+    from ._cli_convert import setup_upload
+
+    setup_upload(p)
+
+
+def _cmd_upload(args: argparse.Namespace) -> int:
+    from ._cli_convert import run_upload
+
+    return run_upload(args)
+
+
 COMMANDS: list[Command] = [
     Command("validate", "check trace files against STS-Format", _setup_validate, _cmd_validate),
     Command("view", "write a self-contained HTML viewer page for a trace", _setup_view, _cmd_view),
     Command("stats", "count messages, tool calls, errors, models, duration", _setup_stats, _cmd_stats),
     Command("cat", "print a trace as a readable transcript", _setup_cat, _cmd_cat),
     Command("tail", "follow a trace while it is being written", _setup_tail, _cmd_tail),
+    Command("convert", "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS", _setup_convert, _cmd_convert),
+    Command("upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket", _setup_upload, _cmd_upload),
 ]
 
 

@@ -57,17 +57,11 @@ def _isolated_env(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.Temp
         monkeypatch.delenv(var, raising=False)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _network_guard() -> Iterator[list[str]]:
-    with localhost_only() as attempts:
-        yield attempts
-
-
 @pytest.fixture(autouse=True)
-def _no_external_traffic(_network_guard: list[str], request: pytest.FixtureRequest) -> Iterator[None]:
-    before = len(_network_guard)
-    yield
-    if "allow_refused_network" in request.keywords:
-        return  # the test checks the guard itself
-    new = _network_guard[before:]
-    assert not new, f"test tried to reach the network beyond 127.0.0.1: {new}"
+def _no_external_traffic(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test runs under the loopback-only guard and fails if it tried more."""
+    with localhost_only() as attempts:
+        yield
+        refused = list(attempts)
+    if "allow_refused_network" not in request.keywords:
+        assert not refused, f"test tried to reach the network beyond 127.0.0.1: {refused}"

@@ -180,11 +180,6 @@ def mark_error(text: str, is_error: bool) -> str:
     return f"Error: {text}" if text else "Error"
 
 
-def clean(d: Mapping[str, Any]) -> dict[str, Any]:
-    """Drop ``None`` values (STS leaves optional fields out)."""
-    return {k: v for k, v in d.items() if v is not None}
-
-
 # -- reading sources ----------------------------------------------------------------
 
 
@@ -304,13 +299,6 @@ class Builder:
         self._answered.add(sts_id)
         return self._add("tool", mark_error(content, is_error), timestamp, toolCallId=sts_id)
 
-    def has_call(self, source_id: str | None) -> bool:
-        return bool(source_id) and source_id in self._id_map
-
-    def is_answered(self, source_id: str | None) -> bool:
-        sts_id = self._id_map.get(source_id) if source_id else None
-        return sts_id is not None and sts_id in self._answered
-
     def _new_call_id(self, source_id: str | None) -> str:
         base = source_id if source_id else None
         if base is None:
@@ -327,11 +315,6 @@ class Builder:
 
     # -- result -------------------------------------------------------------
 
-    def counts(self) -> tuple[int, int]:
-        calls = sum(len(m.get("toolCalls", ())) for m in self.messages)
-        results = sum(1 for m in self.messages if m["role"] == "tool")
-        return calls, results
-
     def build(self) -> Converted:
         header: dict[str, Any] = {"type": "session", "harness": self.harness, "id": self.session_id}
         if self.name:
@@ -341,7 +324,3 @@ class Builder:
                 header[key] = value
         return Converted(Trace(header=header, messages=self.messages), self.dropped)
 
-
-def first_line_text(text: str, limit: int = 120) -> str:
-    line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,64 @@
+"""Anthropic-style content blocks (``text``, ``thinking``, ``tool_use``,
+``tool_result``, ``image``), shared by the Droid and Cursor converters."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ._common import Builder, blocks_text, str_or_none
+
+
+def add_user(b: Builder, content: Any, ts: int | None, *, as_system: bool = False) -> None:
+    """A user turn: its ``tool_result`` blocks become tool messages (first, in
+    order), the rest one user (or system) message."""
+    rest: list[Any] = []
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                b.tool_result(
+                    str_or_none(block.get("tool_use_id")),
+                    blocks_text(block.get("content"), b.dropped),
+                    is_error=bool(block.get("is_error")),
+                    timestamp=ts,
+                )
+            else:
+                rest.append(block)
+        if not rest:
+            return
+        text = blocks_text(rest, b.dropped)
+    else:
+        text = blocks_text(content, b.dropped)
+    if as_system:
+        b.system(text, ts)
+    else:
+        b.user(text, ts)
+
+
+def add_assistant(b: Builder, content: Any, ts: int | None, model: str | None) -> dict[str, Any]:
+    text: list[str] = []
+    reasoning: list[str] = []
+    calls: list[tuple[str | None, str, Any]] = []
+    for block in content if isinstance(content, list) else [content]:
+        if isinstance(block, str):
+            text.append(block)
+        elif not isinstance(block, dict):
+            continue
+        elif block.get("type") == "text":
+            text.append(str(block.get("text") or ""))
+        elif block.get("type") == "thinking":
+            value = block.get("thinking", block.get("text"))
+            if isinstance(value, str) and value.strip():
+                reasoning.append(value)
+        elif block.get("type") == "redacted_thinking":
+            b.dropped["redacted_thinking"] += 1
+        elif block.get("type") == "tool_use":
+            calls.append((str_or_none(block.get("id")), str(block.get("name") or ""), block.get("input")))
+        else:
+            text.append(blocks_text([block], b.dropped))
+    return b.assistant(
+        "\n\n".join(t for t in text if t),
+        reasoning="\n\n".join(reasoning) or None,
+        tool_calls=calls,
+        model=model,
+        timestamp=ts,
+    )

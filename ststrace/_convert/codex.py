@@ -1,0 +1,178 @@
+"""OpenAI Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-*.jsonl``).
+
+Lines are ``{timestamp, type, payload}``. The conversation is in
+``response_item`` payloads (what the model saw and said); ``event_msg`` lines
+mostly repeat it for the UI, except ``user_message``, which is the prompt as
+the user typed it. A prompt appears both ways and is recorded once. User-role
+``response_item`` messages that the user did not type (environment context,
+AGENTS.md) become system messages when the rollout has ``user_message`` events
+to tell them apart.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any, Mapping
+
+from .._encode import json_text
+from ._common import Builder, Converted, blocks_text, iter_jsonl, str_or_none, to_ms
+
+HARNESS = "codex"
+
+_CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "web_search_call", "tool_search_call"})
+_OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output"})
+
+
+def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
+    dropped: Counter[str] = Counter()
+    lines = [obj for _, obj in iter_jsonl(path, dropped) if isinstance(obj, dict)]
+    items = [_normalize(obj) for obj in lines]
+
+    meta_payload: Mapping[str, Any] = next((p for t, p, _ in items if t == "session_meta"), {})
+    session_id = str_or_none(meta_payload.get("id")) or path.stem
+    b = Builder(HARNESS, session_id, dropped)
+    git = meta_payload.get("git")
+    b.metadata.update(
+        cwd=str_or_none(meta_payload.get("cwd")),
+        version=str_or_none(meta_payload.get("cli_version")),
+        originator=str_or_none(meta_payload.get("originator")),
+        source=meta_payload.get("source") if isinstance(meta_payload.get("source"), str) else None,
+        model_provider=str_or_none(meta_payload.get("model_provider")),
+        timestamp=to_ms(meta_payload.get("timestamp")),
+        git={k: v for k, v in git.items() if v is not None} if isinstance(git, dict) and git else None,
+    )
+
+    typed = [str(p.get("message", "")).strip() for t, p, _ in items if t == "event_msg" and p.get("type") == "user_message"]
+    has_events = bool(typed)
+    pending_from_events: Counter[str] = Counter(typed)  # prompts not yet recorded
+    recorded_by_event: Counter[str] = Counter()  # recorded from event_msg, response_item still to come
+    recorded_by_item: Counter[str] = Counter()  # recorded from response_item, event_msg still to come
+
+    base = meta_payload.get("base_instructions") or meta_payload.get("instructions")
+    base_text = base.get("text") if isinstance(base, dict) else base
+    if isinstance(base_text, str) and base_text.strip():
+        b.system(base_text, to_ms(meta_payload.get("timestamp")))
+
+    model: str | None = str_or_none(meta_payload.get("model"))
+    current: dict[str, Any] | None = None  # the assistant message being assembled
+
+    def assistant_msg(ts: int | None) -> dict[str, Any]:
+        nonlocal current
+        if current is None:
+            current = b.assistant("", model=model, timestamp=ts)
+        return current
+
+    for kind, p, ts in items:
+        ptype = p.get("type")
+        if kind == "turn_context":
+            model = str_or_none(p.get("model")) or model
+            current = None
+        elif kind == "event_msg":
+            if ptype == "user_message":
+                text = str(p.get("message", ""))
+                key = text.strip()
+                if recorded_by_item[key] > 0:
+                    recorded_by_item[key] -= 1
+                    continue
+                current = None
+                images = len(p.get("images") or []) + len(p.get("local_images") or [])
+                if images:
+                    b.dropped["image"] += images
+                    text = "\n".join([text] + ["[image]"] * images)
+                b.user(text, ts)
+                pending_from_events[key] -= 1
+                recorded_by_event[key] += 1
+            elif ptype in ("task_started", "task_complete", "turn_aborted"):
+                current = None
+            # agent_message, agent_reasoning, token_count, exec/patch events
+            # repeat response items or carry no conversation content.
+        elif kind == "response_item":
+            if ptype == "message":
+                role = p.get("role")
+                text = blocks_text(p.get("content"), b.dropped)
+                if role == "assistant":
+                    b.extend_assistant(assistant_msg(ts), text=text)
+                elif role == "user":
+                    key = text.strip()
+                    current = None
+                    if recorded_by_event[key] > 0:
+                        recorded_by_event[key] -= 1
+                    elif pending_from_events[key] > 0:
+                        b.user(text, ts)
+                        pending_from_events[key] -= 1
+                        recorded_by_item[key] += 1
+                    elif has_events:
+                        b.system(text, ts)
+                    else:
+                        b.user(text, ts)
+                elif role in ("developer", "system"):
+                    current = None
+                    b.system(text, ts)
+                else:
+                    b.dropped[f"message:{role}"] += 1
+            elif ptype == "reasoning":
+                summary = p.get("summary")
+                text = blocks_text(summary, b.dropped, sep="\n\n") if summary else ""
+                if not text and isinstance(p.get("content"), list):
+                    text = blocks_text(p["content"], b.dropped, sep="\n\n")
+                if text:
+                    b.extend_assistant(assistant_msg(ts), reasoning=text)
+            elif ptype in _CALLS:
+                name, args = _call(p)
+                call_id = str_or_none(p.get("call_id")) or str_or_none(p.get("id"))
+                b.add_tool_call(assistant_msg(ts), call_id, name, args)
+            elif ptype in _OUTPUTS:
+                current = None
+                text, is_error = _output(p.get("output"), b)
+                b.tool_result(str_or_none(p.get("call_id")), text, is_error=is_error, timestamp=ts)
+            else:
+                b.dropped[f"item:{ptype}"] += 1
+        elif kind == "compacted":
+            current = None
+            summary = p.get("message")
+            if isinstance(summary, str) and summary.strip():
+                b.system(f"[compaction summary]\n{summary}", ts)
+    return [b.build()] if b.messages else []
+
+
+def _normalize(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], int | None]:
+    """(line type, payload, ms) for both the current shape and the early
+    rollouts that wrote bare items after a meta line."""
+    ts = to_ms(obj.get("timestamp"))
+    payload = obj.get("payload")
+    if isinstance(obj.get("type"), str) and isinstance(payload, dict):
+        return obj["type"], payload, ts
+    if obj.get("record_type") == "state":
+        return "state", obj, ts
+    if "instructions" in obj and "id" in obj and "type" not in obj:
+        return "session_meta", obj, ts
+    return "response_item", obj, ts
+
+
+def _call(p: Mapping[str, Any]) -> tuple[str, Any]:
+    ptype = p.get("type")
+    if ptype == "function_call":
+        return str(p.get("name") or ""), p.get("arguments")
+    if ptype == "custom_tool_call":
+        # Free-form input (apply_patch): not JSON, so kept as {"input": ...}.
+        raw = p.get("input")
+        return str(p.get("name") or ""), {"input": raw} if isinstance(raw, str) else raw
+    if ptype == "local_shell_call":
+        return "local_shell", p.get("action")
+    if ptype == "web_search_call":
+        return "web_search", p.get("action")
+    return str(p.get("name") or ptype or ""), p.get("arguments") or p.get("action")
+
+
+def _output(output: Any, b: Builder) -> tuple[str, bool]:
+    if isinstance(output, str):
+        return output, False
+    if isinstance(output, dict):
+        success = output.get("success")
+        content = output.get("content", output.get("output"))
+        text = blocks_text(content, b.dropped) if content is not None else json_text(output)
+        return text, success is False
+    if isinstance(output, list):
+        return blocks_text(output, b.dropped), False
+    return blocks_text(output, b.dropped), False
