@@ -13,15 +13,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextvars
+import functools
 import inspect
+import itertools
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, TypeVar, overload
 
+import orjson
 import wrapt
 
 from . import _records
 from ._context import bound_tool_call_id, current, in_llm_call
-from ._encode import content_text, json_text
+from ._encode import content_text, dumps, json_text
 from ._errors import internal_error, logger
 from ._session import Session
 
@@ -59,32 +62,29 @@ class _Binder:
         self.sig = sig
         params = list(sig.parameters.values()) if sig is not None else []
         self.names = [p.name for p in params]
+        # wrapt passes the bound instance (or class) separately, so for methods
+        # and classmethods the first parameter is already consumed.
+        self.tail = self.names[1:]
+        self.sig_tail = sig.replace(parameters=params[1:]) if sig is not None and params else sig
         self.defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
         self.simple = sig is not None and all(
             p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) for p in params
         )
 
     def _names(self, instance: Any) -> list[str]:
-        # wrapt passes the bound instance (or class) separately, so the first
-        # parameter is already consumed for methods and classmethods.
-        if instance is not None and not self.is_static and self.names:
-            return self.names[1:]
-        return self.names
+        return self.names if instance is None or self.is_static else self.tail
 
     def bind(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
-        names = self._names(instance)
         if self.simple:
-            bound = dict(zip(names, args))
+            bound = dict(zip(self.names if instance is None or self.is_static else self.tail, args))
             if kwargs:
                 bound.update(kwargs)
             return bound
-        if self.sig is None:
+        sig = self.sig if instance is None or self.is_static else self.sig_tail
+        if sig is None:
             out: dict[str, Any] = {f"arg{i}": a for i, a in enumerate(args)}
             out.update(kwargs)
             return out
-        sig = self.sig
-        if names is not self.names:
-            sig = sig.replace(parameters=list(sig.parameters.values())[1:])
         try:
             ba = sig.bind_partial(*args, **kwargs)
         except TypeError:
@@ -102,6 +102,15 @@ class _Binder:
                 result[name] = value
         return result
 
+    def without_defaults(self, bound: dict[str, Any]) -> dict[str, Any]:
+        """*bound* minus the arguments passed with their default value (models
+        often leave those out)."""
+        defaults = self.defaults
+        if not defaults:
+            return bound
+        out = {k: v for k, v in bound.items() if not (k in defaults and _same(v, defaults[k]))}
+        return bound if len(out) == len(bound) else out
+
     def with_defaults(self, instance: Any, bound: dict[str, Any]) -> dict[str, Any]:
         if not self.defaults:
             return bound
@@ -110,6 +119,13 @@ class _Binder:
             return bound
         out.update(bound)
         return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    try:
+        return a is b or bool(a == b)
+    except Exception:  # e.g. numpy arrays: no single truth value
+        return False
 
 
 # ---------------------------------------------------------------------------
@@ -162,27 +178,72 @@ def _error_text(exc: BaseException) -> str:
     return f"Error: {name}: {text}" if text else f"Error: {name}"
 
 
-def _begin_tool(spec: _ToolSpec, session: Session, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _ToolCall | None:
+class _BoundId(str):
+    """A tool-call id bound by :func:`tool_call_id`.
+
+    Tasks and worker threads run in copies of the context, where clearing the
+    variable does not reach the other copies; the counter makes sure only one
+    @tool call, wherever it runs, takes the id (``next`` is atomic under the GIL).
+    """
+
+    def __init__(self, _value: str) -> None:
+        self._takers = itertools.count()
+
+    def take(self) -> bool:
+        return next(self._takers) == 0
+
+
+def _take_bound(session: Session) -> tuple[str, bool] | None:
+    """The id bound for the next @tool call, consumed and marked answered now:
+    ``(id, whether the session was waiting for it)``, or ``None``."""
+    bound_id = bound_tool_call_id.get()
+    if bound_id is None:
+        return None
+    bound_tool_call_id.set(None)
+    if isinstance(bound_id, _BoundId) and not bound_id.take():
+        return None
+    bound_id = str(bound_id)
+    return bound_id, session._answer(bound_id)
+
+
+def _begin_tool(
+    spec: _ToolSpec, session: Session, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> _ToolCall | None:
     try:
-        bound_id = bound_tool_call_id.get()
-        if bound_id is not None:
-            # Consumed by this call: the *next* @tool call inside the block.
-            bound_tool_call_id.set(None)
-            session._answer(bound_id)
-            return _ToolCall(session, bound_id, spec)
-        binder = spec.binder
-        bound = binder.bind(instance, args, kwargs) if spec.capture_args else {}
-        if session._pending:
-            call_id = session._claim_tool_call(
-                spec.name, _LazyCandidates(binder, instance, bound)
-            )
-            if call_id is not None:
-                return _ToolCall(session, call_id, spec)
-        arguments = json_text(bound) if spec.capture_args else "{}"
-        return _ToolCall(session, session._tool_call_then_result(spec.name, arguments), spec)
+        bound = None if bound_tool_call_id.get() is None else _take_bound(session)
+        return _start_tool(spec, session, instance, args, kwargs, bound)
     except Exception as exc:
         internal_error(exc, f"@tool {spec.name}")
         return None
+
+
+def _start_tool(
+    spec: _ToolSpec,
+    session: Session,
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    bound: tuple[str, bool] | None,
+) -> _ToolCall:
+    """Pair this call with the tool call it answers (recording one if nobody asked)."""
+    binder = spec.binder
+    if bound is not None:
+        bound_id, was_pending = bound
+        if was_pending:
+            return _ToolCall(session, bound_id, spec)
+        # A model call this session never recorded: keep the trace valid by
+        # recording the call, with the caller's id, before the result.
+        arguments = json_text(binder.bind(instance, args, kwargs)) if spec.capture_args else "{}"
+        return _ToolCall(session, session._tool_call_then_result(spec.name, arguments, bound_id), spec)
+    # Bound even with capture_args=False: the arguments still pick the right
+    # pending call, they are just not written.
+    bound_args = binder.bind(instance, args, kwargs)
+    if session._pending:
+        call_id = session._claim_tool_call(spec.name, _LazyCandidates(binder, instance, bound_args))
+        if call_id is not None:
+            return _ToolCall(session, call_id, spec)
+    arguments = json_text(bound_args) if spec.capture_args else "{}"
+    return _ToolCall(session, session._tool_call_then_result(spec.name, arguments), spec)
 
 
 class _LazyCandidates:
@@ -195,19 +256,42 @@ class _LazyCandidates:
 
     def __iter__(self) -> Iterator[Any]:
         # JSON round-trip so tuples, numbers etc. compare like decoded arguments.
-        yield _json_normal(self.bound)
-        full = self.binder.with_defaults(self.instance, self.bound)
-        if full is not self.bound:
+        bound = self.bound
+        yield _json_normal(bound)
+        full = self.binder.with_defaults(self.instance, bound)
+        if full is not bound:
             yield _json_normal(full)
+        lean = self.binder.without_defaults(bound)
+        if lean is not bound:
+            yield _json_normal(lean)
 
 
 def _json_normal(value: Any) -> Any:
-    import orjson
-
     try:
-        return orjson.loads(json_text(value))
+        # dumps, not json_text: compared with the model's raw arguments, so
+        # nothing may be replaced by placeholders here.
+        return orjson.loads(dumps(value))
     except Exception:
         return value
+
+
+def _tool_observer(
+    spec: _ToolSpec,
+    session: Session,
+    instance: Any,
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    bound: tuple[str, bool] | None,
+) -> _Observer:
+    return _ToolItems(_start_tool(spec, session, instance, args, kwargs, bound))
+
+
+def _take_bound_safely(session: Session, spec: _ToolSpec) -> tuple[str, bool] | None:
+    try:
+        return _take_bound(session)
+    except Exception as exc:
+        internal_error(exc, f"@tool {spec.name}")
+        return None
 
 
 def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: bool) -> Any:
@@ -237,32 +321,29 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             session = current.get()
             if session is None:
                 return wrapped(*args, **kwargs)
+            # Created first: wrong arguments raise here, before anything is
+            # recorded, exactly as for the undecorated function.
+            coro = wrapped(*args, **kwargs)
             call = _begin_tool(spec, session, instance, args, kwargs)
             if call is None:
-                return wrapped(*args, **kwargs)
-            return _run_tool_async(wrapped(*args, **kwargs), call)
-
-    elif kind is _GEN:
-
-        def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            session = current.get()
-            if session is None:
-                return wrapped(*args, **kwargs)
-            call = _begin_tool(spec, session, instance, args, kwargs)
-            if call is None:
-                return wrapped(*args, **kwargs)
-            return _trace_gen(wrapped(*args, **kwargs), _ToolItems(call))
+                return coro
+            return _run_tool_async(coro, call)
 
     else:
+        trace = _trace_gen if kind is _GEN else _trace_agen
 
         def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             session = current.get()
             if session is None:
                 return wrapped(*args, **kwargs)
-            call = _begin_tool(spec, session, instance, args, kwargs)
-            if call is None:
-                return wrapped(*args, **kwargs)
-            return _trace_agen(wrapped(*args, **kwargs), _ToolItems(call))
+            gen = wrapped(*args, **kwargs)
+            # A bound id is taken (and its call marked answered) now: the
+            # ``with`` block may be over by the first next(). Other pairing and
+            # all recording wait until the body first runs, so a generator that
+            # is never started records nothing.
+            bound = _take_bound_safely(session, spec)
+            begin = functools.partial(_tool_observer, spec, session, instance, args, kwargs, bound)
+            return trace(gen, begin, False)
 
     return wrapt.FunctionWrapper(func, wrapper)
 
@@ -279,6 +360,8 @@ async def _run_tool_async(coro: Any, call: _ToolCall) -> Any:
 
 class _Observer:
     """What a traced generator reports to: each item, then exactly one ending."""
+
+    __slots__ = ()
 
     def item(self, value: Any) -> None:
         raise NotImplementedError
@@ -318,12 +401,41 @@ def _safe(fn: Callable[..., None], *args: Any) -> None:
         internal_error(exc, "generator tracing")
 
 
-def _trace_gen(gen: Any, obs: _Observer) -> Any:
-    """A generator that behaves exactly like *gen* (send/throw/close, return
-    value) while reporting its items and how it ended. No context is held
-    across a yield."""
+def _begin_safely(begin: Callable[[], _Observer | None]) -> _Observer | None:
     try:
-        value = gen.send(None)
+        return begin()
+    except Exception as exc:
+        internal_error(exc, "generator tracing")
+        return None
+
+
+def _flagged(method: Callable[[Any], Any], arg: Any) -> Any:
+    # An instrumented client stepped by an @llm generator sees the flag and
+    # does not record the reply a second time; set per step, never across a yield.
+    token = in_llm_call.set(True)
+    try:
+        return method(arg)
+    finally:
+        in_llm_call.reset(token)
+
+
+async def _aflagged(method: Callable[[Any], Any], arg: Any) -> Any:
+    token = in_llm_call.set(True)
+    try:
+        return await method(arg)
+    finally:
+        in_llm_call.reset(token)
+
+
+def _trace_gen(gen: Any, begin: Callable[[], _Observer | None], flag: bool) -> Any:
+    """A generator that behaves exactly like *gen* (send/throw/close, return
+    value) while reporting its items and how it ended to the observer *begin*
+    makes when the generator first runs. No context is held across a yield."""
+    obs = _begin_safely(begin)
+    if obs is None:
+        return (yield from gen)
+    try:
+        value = _flagged(gen.send, None) if flag else gen.send(None)
     except StopIteration as stop:
         _safe(obs.done)
         return stop.value
@@ -342,7 +454,7 @@ def _trace_gen(gen: Any, obs: _Observer) -> Any:
             raise
         except BaseException as thrown:
             try:
-                value = gen.throw(thrown)
+                value = _flagged(gen.throw, thrown) if flag else gen.throw(thrown)
             except StopIteration as stop:
                 _safe(obs.done)
                 return stop.value
@@ -351,7 +463,7 @@ def _trace_gen(gen: Any, obs: _Observer) -> Any:
                 raise
         else:
             try:
-                value = gen.send(sent)
+                value = _flagged(gen.send, sent) if flag else gen.send(sent)
             except StopIteration as stop:
                 _safe(obs.done)
                 return stop.value
@@ -360,10 +472,14 @@ def _trace_gen(gen: Any, obs: _Observer) -> Any:
                 raise
 
 
-async def _trace_agen(agen: Any, obs: _Observer) -> Any:
+async def _trace_agen(agen: Any, begin: Callable[[], _Observer | None], flag: bool) -> Any:
     """The async-generator twin of :func:`_trace_gen` (asend/athrow/aclose)."""
+    obs = _begin_safely(begin)
+    if obs is None:
+        # Not ``async for``: asend/athrow must reach *agen* unchanged.
+        obs = _Passthrough()
     try:
-        value = await agen.asend(None)
+        value = await (_aflagged(agen.asend, None) if flag else agen.asend(None))
     except StopAsyncIteration:
         _safe(obs.done)
         return
@@ -382,7 +498,7 @@ async def _trace_agen(agen: Any, obs: _Observer) -> Any:
             raise
         except BaseException as thrown:
             try:
-                value = await agen.athrow(thrown)
+                value = await (_aflagged(agen.athrow, thrown) if flag else agen.athrow(thrown))
             except StopAsyncIteration:
                 _safe(obs.done)
                 return
@@ -391,13 +507,28 @@ async def _trace_agen(agen: Any, obs: _Observer) -> Any:
                 raise
         else:
             try:
-                value = await agen.asend(sent)
+                value = await (_aflagged(agen.asend, sent) if flag else agen.asend(sent))
             except StopAsyncIteration:
                 _safe(obs.done)
                 return
             except BaseException as exc:
                 _safe(obs.failed, exc)
                 raise
+
+
+class _Passthrough(_Observer):
+    """Records nothing: tracing could not start, the generator still runs."""
+
+    __slots__ = ()
+
+    def item(self, value: Any) -> None:
+        pass
+
+    def done(self) -> None:
+        pass
+
+    def failed(self, exc: BaseException) -> None:
+        pass
 
 
 @overload
@@ -428,7 +559,7 @@ def tool_call_id(call_id: str) -> Iterator[None]:
     """The next ``@tool`` call inside this block answers tool call *call_id*."""
     if not isinstance(call_id, str) or not call_id:
         raise ValueError(f"tool_call_id needs a non-empty string, got {call_id!r}")
-    token = bound_tool_call_id.set(call_id)
+    token = bound_tool_call_id.set(_BoundId(call_id))
     try:
         yield
     finally:
@@ -471,6 +602,10 @@ class _LlmCall:
 
             if _adapters.is_stream(result):
                 return _adapters.wrap_stream(result, self.record)
+            if inspect.isawaitable(result):
+                # A plain function handing back the async client's coroutine:
+                # the reply is known once the caller awaits it.
+                return _run_llm_async(result, self)
             msg = _adapters.response_to_message(result)
             if msg is None:
                 logger.warning(
@@ -501,17 +636,25 @@ class _LlmItems(_Observer):
 
         self.call.record(_adapters.accumulate(self.chunks))
 
-    failed = done  # a failed stream still records what arrived
+    def failed(self, exc: BaseException) -> None:
+        # A stream that fails half-way records what arrived; one that fails
+        # before its first chunk is a failed model call: nothing to record.
+        if self.chunks:
+            self.done()
 
 
 def _begin_llm(session: Session, model: str | None, capture_input: bool, args: Any, kwargs: Any) -> _LlmCall | None:
-    try:
-        if capture_input:
+    if capture_input:
+        try:
             from . import _adapters
 
             inputs = _adapters.input_messages(args, kwargs)
             if inputs:
                 session._record_inputs(inputs)
+        except Exception as exc:
+            # The reply can still be recorded without its inputs.
+            internal_error(exc, "@llm inputs")
+    try:
         if model is None:
             m = kwargs.get("model")
             model = m if isinstance(m, str) else None
@@ -519,6 +662,11 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
     except Exception as exc:
         internal_error(exc, "@llm")
         return None
+
+
+def _llm_observer(session: Session, model: str | None, capture_input: bool, args: Any, kwargs: Any) -> _Observer | None:
+    call = _begin_llm(session, model, capture_input, args, kwargs)
+    return None if call is None else _LlmItems(call)
 
 
 def _make_llm(func: Any, model: str | None, capture_input: bool) -> Any:
@@ -546,42 +694,33 @@ def _make_llm(func: Any, model: str | None, capture_input: bool) -> Any:
             session = current.get()
             if session is None:
                 return wrapped(*args, **kwargs)
+            coro = wrapped(*args, **kwargs)  # wrong arguments raise here, as undecorated
             call = _begin_llm(session, model, capture_input, args, kwargs)
             if call is None:
-                return wrapped(*args, **kwargs)
-            return _run_llm_async(wrapped, args, kwargs, call)
-
-    elif kind is _GEN:
-
-        def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            session = current.get()
-            if session is None:
-                return wrapped(*args, **kwargs)
-            call = _begin_llm(session, model, capture_input, args, kwargs)
-            if call is None:
-                return wrapped(*args, **kwargs)
-            return _trace_gen(wrapped(*args, **kwargs), _LlmItems(call))
+                return coro
+            return _run_llm_async(coro, call)
 
     else:
+        trace = _trace_gen if kind is _GEN else _trace_agen
 
         def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             session = current.get()
             if session is None:
                 return wrapped(*args, **kwargs)
-            call = _begin_llm(session, model, capture_input, args, kwargs)
-            if call is None:
-                return wrapped(*args, **kwargs)
-            return _trace_agen(wrapped(*args, **kwargs), _LlmItems(call))
+            gen = wrapped(*args, **kwargs)
+            begin = functools.partial(_llm_observer, session, model, capture_input, args, kwargs)
+            return trace(gen, begin, True)
 
     return wrapt.FunctionWrapper(func, wrapper)
 
 
-async def _run_llm_async(wrapped: Any, args: Any, kwargs: Any, call: _LlmCall) -> Any:
-    # The flag lives in this coroutine's context, so an instrumented client
-    # awaited inside sees it and does not record the same reply again.
+async def _run_llm_async(coro: Any, call: _LlmCall) -> Any:
+    # Set in the awaiting task's context for the duration of the await, so an
+    # instrumented client awaited inside sees it and does not record the same
+    # reply again.
     token = in_llm_call.set(True)
     try:
-        result = await wrapped(*args, **kwargs)
+        result = await coro
     finally:
         in_llm_call.reset(token)
     return call.record_result(result)

@@ -7,14 +7,14 @@ import asyncio
 import atexit
 import os
 import threading
-from collections import deque
+from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Iterable, Mapping
 
 import orjson
 
-from . import _context, _records
+from . import _context, _records, _signals
 from ._encode import dumps
 from ._errors import WriteError, internal_error, logger
 from ._ids import check_id, new_session_id, new_tool_call_id
@@ -88,6 +88,30 @@ def _new_start(prev: list[int], cur: list[int]) -> int:
     return 0
 
 
+_MAX_CONVERSATIONS = 8
+
+
+def _continue_conversation(convs: Iterable[list[int]], cur: list[int]) -> tuple[int, int]:
+    """(index in *cur* where new messages begin, which of *convs* it continues or -1).
+
+    A planner and its workers, or sub-agents, may share one session, each with
+    its own conversation: *cur* continues the one it overlaps most. A pure
+    append is checked first, since it is by far the common case.
+    """
+    best_start, best_slot = 0, -1
+    for slot, prev in enumerate(convs):
+        n = len(prev)
+        if n > best_start and len(cur) >= n and cur[:n] == prev:
+            best_start, best_slot = n, slot
+    if best_slot >= 0:
+        return best_start, best_slot
+    for slot, prev in enumerate(convs):
+        start = _new_start(prev, cur)
+        if start > best_start:
+            best_start, best_slot = start, slot
+    return best_start, best_slot
+
+
 class Session:
     """One agent run, written as one STS JSONL file.
 
@@ -140,8 +164,11 @@ class Session:
         self._writer: Writer | None = None
         self._tokens: list[Any] = []
         self._state_lock = threading.Lock()
-        self._pending: dict[str, _Pending] = {}
-        self._conversation: list[int] = []
+        # OrderedDict: evicting the oldest of a plain dict (next(iter(d)) after
+        # many deletions at the front) scans dead slots and costs O(n) per call.
+        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        # Recent conversations seen by @llm inputs (several agents may share a session).
+        self._conversations: deque[list[int]] = deque(maxlen=_MAX_CONVERSATIONS)
         self._direct: deque[int] = deque(maxlen=64)
         self._closed = False
 
@@ -189,6 +216,12 @@ class Session:
                     os.fsync(fd)
         except OSError as exc:
             os.close(fd)
+            if header_line:
+                # We created it: an empty file without a header would block this id.
+                try:
+                    os.unlink(self.path)
+                except OSError:
+                    pass
             raise WriteError(self.path, exc) from exc
         self._writer = Writer(
             self.path,
@@ -289,6 +322,11 @@ class Session:
                 # make sure this context no longer points at a closed session.
                 if _context.current.get() is self:
                     _context.current.set(None)
+            restored = _context.current.get()
+            if restored is not None and restored._closed:
+                # Sessions closed in the order they were opened: the token
+                # restores one that is already closed; nothing is current.
+                _context.current.set(None)
 
     def _close_file(self) -> BaseException | None:
         if self._closed:
@@ -329,6 +367,7 @@ class Session:
         # variable must be set here, in the task that entered the block.
         await asyncio.to_thread(self._open_file)
         if not self.disabled:
+            _signals.install()  # _open_file ran off the main thread, where it cannot
             self._tokens.append(_context.current.set(self))
         return self
 
@@ -446,7 +485,7 @@ class Session:
             fn = c.get("function") or {}
             pending[c["id"]] = _Pending(fn.get("name", ""), fn.get("arguments", "{}"))
         while len(pending) > MAX_PENDING:
-            del pending[next(iter(pending))]
+            pending.popitem(last=False)
 
     def _claim_tool_call(self, name: str, candidates: Iterable[Any]) -> str | None:
         """Pick the pending call a @tool invocation answers, and mark it answered.
@@ -468,13 +507,17 @@ class Session:
             del self._pending[chosen]
             return chosen
 
-    def _answer(self, tool_call_id: str) -> None:
+    def _answer(self, tool_call_id: str) -> bool:
+        """Mark *tool_call_id* answered; False if it was not waiting for a result."""
         with self._state_lock:
-            self._pending.pop(tool_call_id, None)
+            return self._pending.pop(tool_call_id, None) is not None
 
-    def _tool_call_then_result(self, name: str, arguments: str) -> str:
-        """Record an assistant message with one tool call nobody asked for; return its id."""
-        call_id = new_tool_call_id()
+    def _tool_call_then_result(self, name: str, arguments: str, call_id: str | None = None) -> str:
+        """Record an assistant message with one tool call nobody asked for; return its id.
+
+        *call_id* keeps an id the caller already has (one bound with
+        ``tool_call_id`` for a model call this session never saw)."""
+        call_id = call_id or new_tool_call_id()
         self._emit(
             _records.message("assistant", "", tool_calls=[_records.tool_call(call_id, name, arguments)])
         )
@@ -486,8 +529,11 @@ class Session:
         fps = [_fingerprint(m) for m in messages]
         to_emit: list[dict[str, Any]] = []
         with self._state_lock:
-            start = _new_start(self._conversation, fps)
-            self._conversation = fps
+            start, slot = _continue_conversation(self._conversations, fps)
+            if slot < 0:
+                self._conversations.append(fps)
+            else:
+                self._conversations[slot] = fps
             for m, fp in zip(messages[start:], fps[start:]):
                 role = m.get("role")
                 if role == "tool":
@@ -523,6 +569,7 @@ _hooks_installed = False
 
 def _ensure_exit_hooks() -> None:
     global _hooks_installed
+    _signals.install()  # a no-op once installed, or off the main thread
     if _hooks_installed:
         return
     _hooks_installed = True

@@ -1,0 +1,288 @@
+"""``@llm`` records the conversation it is given exactly once, however the agent
+loop resends, grows and truncates it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+
+from ststrace import Session, llm, tool
+from test_decorators_helpers import assert_paired, valid_messages
+
+SYSTEM = {"role": "system", "content": "Be brief."}
+
+
+def roles_and_content(path: Path) -> list[tuple[str, str]]:
+    msgs = valid_messages(path)
+    assert_paired(msgs)
+    return [(m["role"], m["content"]) for m in msgs]
+
+
+class ScriptedModel:
+    """Replies from a script, as OpenAI-style assistant message dicts; keeps what it was sent."""
+
+    def __init__(self, replies: list[dict[str, Any]]) -> None:
+        self.replies = list(replies)
+        self.seen: list[list[dict[str, Any]]] = []
+
+    def __call__(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        self.seen.append([dict(m) for m in messages])
+        return self.replies.pop(0)
+
+
+def openai_call(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": orjson.dumps(args).decode()}}
+
+
+@pytest.mark.parametrize("decorated_tools", [True, False], ids=["@tool", "plain-tools"])
+def test_five_turn_loop_with_resend_and_truncation(decorated_tools: bool, tmp_path: Path) -> None:
+    """Every turn resends the history; turn 5 keeps only the system prompt and the last
+    messages. Each message is recorded once, in order; "ok" sent twice is recorded twice;
+    tool results are recorded once whether @tool or the input recorded them."""
+    model = ScriptedModel(
+        [
+            {"role": "assistant", "content": "", "tool_calls": [openai_call("c1", "search", {"q": "cats"})]},
+            {"role": "assistant", "content": "Cats sleep a lot."},
+            {"role": "assistant", "content": "Anything else?"},
+            {"role": "assistant", "content": "", "tool_calls": [openai_call("c2", "search", {"q": "dogs"})]},
+            {"role": "assistant", "content": "Dogs too."},
+        ]
+    )
+    chat = llm(model)
+
+    def search(q: str) -> str:
+        return f"facts about {q}"
+
+    run_tool = tool(search) if decorated_tools else search
+
+    history: list[dict[str, Any]] = [SYSTEM, {"role": "user", "content": "Tell me about cats."}]
+    user_turns = {2: "ok", 3: "ok"}
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        for turn in range(1, 6):
+            sent = history if turn < 5 else [SYSTEM] + history[-3:]  # truncated: system + last three
+            reply = chat(messages=sent)
+            history.append(reply)
+            for tc in reply.get("tool_calls", ()):
+                args = orjson.loads(tc["function"]["arguments"])
+                history.append({"role": "tool", "tool_call_id": tc["id"], "content": run_tool(**args)})
+            if turn in user_turns:
+                history.append({"role": "user", "content": user_turns[turn]})
+    assert len(model.seen[4]) == 4  # the truncation really happened
+    assert roles_and_content(path) == [
+        ("system", "Be brief."),
+        ("user", "Tell me about cats."),
+        ("assistant", ""),
+        ("tool", "facts about cats"),
+        ("assistant", "Cats sleep a lot."),
+        ("user", "ok"),
+        ("assistant", "Anything else?"),
+        ("user", "ok"),
+        ("assistant", ""),
+        ("tool", "facts about dogs"),
+        ("assistant", "Dogs too."),
+    ]
+    msgs = valid_messages(path)
+    assert [m.get("toolCallId") for m in msgs if m["role"] == "tool"] == ["c1", "c2"]
+
+
+def test_same_text_twice_in_one_call(tmp_path: Path) -> None:
+    """Two identical user messages in one conversation are two messages."""
+    chat = llm(ScriptedModel([{"role": "assistant", "content": "a"}]))
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        chat(messages=[{"role": "user", "content": "ok"}, {"role": "user", "content": "ok"}])
+    assert roles_and_content(path) == [("user", "ok"), ("user", "ok"), ("assistant", "a")]
+
+
+def test_new_conversation_after_a_summary(tmp_path: Path) -> None:
+    """A loop that replaces its history with a summary records the new messages, not the system prompt again."""
+    chat = llm(ScriptedModel([{"role": "assistant", "content": "a1"}, {"role": "assistant", "content": "a2"}]))
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        chat(messages=[SYSTEM, {"role": "user", "content": "long question"}])
+        chat(messages=[SYSTEM, {"role": "user", "content": "Summary: long question, a1"}, {"role": "user", "content": "next"}])
+    assert roles_and_content(path) == [
+        ("system", "Be brief."),
+        ("user", "long question"),
+        ("assistant", "a1"),
+        ("user", "Summary: long question, a1"),
+        ("user", "next"),
+        ("assistant", "a2"),
+    ]
+
+
+def test_messages_recorded_directly_are_not_repeated(tmp_path: Path) -> None:
+    """``s.system()`` / ``s.user()`` before the call: the same messages in the input are not recorded again."""
+    chat = llm(ScriptedModel([{"role": "assistant", "content": "hello"}]))
+    path = tmp_path / "t.jsonl"
+    with Session(path) as s:
+        s.system("Be brief.")
+        s.user("hi")
+        chat(messages=[SYSTEM, {"role": "user", "content": "hi"}])
+    assert roles_and_content(path) == [("system", "Be brief."), ("user", "hi"), ("assistant", "hello")]
+
+
+def test_capture_input_false(tmp_path: Path) -> None:
+    chat = llm(capture_input=False)(ScriptedModel([{"role": "assistant", "content": "x"}]))
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        chat(messages=[SYSTEM, {"role": "user", "content": "secret"}])
+    assert roles_and_content(path) == [("assistant", "x")]
+
+
+def anthropic_use(cid: str, name: str, args: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "tool_use", "id": cid, "name": name, "input": args}
+
+
+@pytest.mark.parametrize("decorated_tools", [True, False], ids=["@tool", "plain-tools"])
+def test_anthropic_tool_result_blocks(decorated_tools: bool, tmp_path: Path) -> None:
+    """Anthropic form: ``system=``, tool_use blocks, then a user turn holding tool_result blocks
+    (and some text). Results keep their tool_use id and are recorded once."""
+    replies = [
+        {"role": "assistant", "content": [{"type": "text", "text": "Checking."}, anthropic_use("toolu_a", "lookup", {"k": 1}), anthropic_use("toolu_b", "lookup", {"k": 2})]},
+        {"role": "assistant", "content": [{"type": "text", "text": "Both found."}]},
+    ]
+    seen: list[Any] = []
+
+    @llm
+    def chat(messages: list[Any], system: str) -> Any:
+        seen.append(list(messages))
+        return replies.pop(0)
+
+    def lookup(k: int) -> str:
+        return f"value {k}"
+
+    run = tool(lookup) if decorated_tools else lookup
+    history: list[dict[str, Any]] = [{"role": "user", "content": "Look up 1 and 2."}]
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        reply = chat(messages=history, system="Be brief.")
+        history.append(reply)
+        uses = [b for b in reply["content"] if b["type"] == "tool_use"]
+        results = [{"type": "tool_result", "tool_use_id": b["id"], "content": run(**b["input"])} for b in reversed(uses)]
+        history.append({"role": "user", "content": results + [{"type": "text", "text": "Please hurry."}]})
+        chat(messages=history, system="Be brief.")
+    msgs = valid_messages(path)
+    assert_paired(msgs)
+    summary = [(m["role"], m["content"], m.get("toolCallId")) for m in msgs]
+    assert summary == [
+        ("system", "Be brief.", None),
+        ("user", "Look up 1 and 2.", None),
+        ("assistant", "Checking.", None),
+        ("tool", "value 2", "toolu_b"),
+        ("tool", "value 1", "toolu_a"),
+        ("user", "Please hurry.", None),
+        ("assistant", "Both found.", None),
+    ]
+
+
+def test_openai_responses_input_items(tmp_path: Path) -> None:
+    """Responses form: ``instructions=`` and ``input`` with function_call / function_call_output items."""
+    replies = [
+        {"role": "assistant", "content": "", "toolCalls": [{"id": "call_1", "function": {"name": "f", "arguments": "{}"}}]},
+        {"role": "assistant", "content": "done"},
+    ]
+
+    @llm
+    def respond(input: Any, instructions: str) -> Any:
+        return replies.pop(0)
+
+    items: list[Any] = [{"role": "user", "content": "go"}]
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        respond(input=items, instructions="Be brief.")
+        items.append({"type": "function_call", "call_id": "call_1", "name": "f", "arguments": "{}"})
+        items.append({"type": "function_call_output", "call_id": "call_1", "output": "f-result"})
+        respond(input=items, instructions="Be brief.")
+    msgs = valid_messages(path)
+    assert_paired(msgs)
+    assert [(m["role"], m["content"], m.get("toolCallId")) for m in msgs] == [
+        ("system", "Be brief.", None),
+        ("user", "go", None),
+        ("assistant", "", None),
+        ("tool", "f-result", "call_1"),
+        ("assistant", "done", None),
+    ]
+
+
+def test_identical_resend_is_not_a_new_turn(tmp_path: Path) -> None:
+    """The same conversation sent again (a retry, a regenerate) adds no input messages."""
+
+    @llm
+    def respond(input: Any) -> str:
+        return "r"
+
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        respond(input="hello")
+        respond(input="hello")
+    assert roles_and_content(path) == [("user", "hello"), ("assistant", "r"), ("assistant", "r")]
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: with previous_response_id, input holds only the new turn")
+def test_previous_response_id_inputs_are_new_turns(tmp_path: Path) -> None:
+    """Stateful Responses calls: each ``input`` is a new turn even when its text repeats."""
+
+    @llm
+    def respond(input: Any, previous_response_id: str | None = None) -> str:
+        return "r"
+
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        respond(input="ok")
+        respond(input="ok", previous_response_id="resp_1")
+    assert roles_and_content(path) == [("user", "ok"), ("assistant", "r"), ("user", "ok"), ("assistant", "r")]
+
+
+def test_tool_result_for_an_unknown_call_is_skipped(tmp_path: Path) -> None:
+    """A tool result in the input that answers no recorded call is not written (it would be an orphan)."""
+    chat = llm(ScriptedModel([{"role": "assistant", "content": "x"}]))
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        chat(messages=[{"role": "user", "content": "q"}, {"role": "tool", "tool_call_id": "ghost", "content": "r"}])
+    assert roles_and_content(path) == [("user", "q"), ("assistant", "x")]
+
+
+def test_positional_messages(tmp_path: Path) -> None:
+    """The conversation passed positionally is found too."""
+
+    @llm
+    def chat(model: str, messages: list[Any]) -> str:
+        return "ans"
+
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        chat("m", [{"role": "user", "content": "pos"}])
+    assert roles_and_content(path) == [("user", "pos"), ("assistant", "ans")]
+
+
+def test_two_agents_alternating_in_one_session(tmp_path: Path) -> None:
+    """A planner and a worker with separate conversations take turns: neither conversation's
+    earlier messages are recorded again when it comes back."""
+    planner = llm(ScriptedModel([{"role": "assistant", "content": f"plan {i}"} for i in range(2)]))
+    worker = llm(ScriptedModel([{"role": "assistant", "content": f"work {i}"} for i in range(2)]))
+    plan_history: list[dict[str, Any]] = [{"role": "system", "content": "You plan."}, {"role": "user", "content": "goal"}]
+    work_history: list[dict[str, Any]] = [{"role": "system", "content": "You work."}]
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        for i in range(2):
+            plan_history.append(planner(messages=plan_history))
+            work_history.append({"role": "user", "content": plan_history[-1]["content"]})
+            work_history.append(worker(messages=work_history))
+            plan_history.append({"role": "user", "content": f"worker said: {work_history[-1]['content']}"})
+    assert roles_and_content(path) == [
+        ("system", "You plan."),
+        ("user", "goal"),
+        ("assistant", "plan 0"),
+        ("system", "You work."),
+        ("user", "plan 0"),
+        ("assistant", "work 0"),
+        ("user", "worker said: work 0"),
+        ("assistant", "plan 1"),
+        ("user", "plan 1"),
+        ("assistant", "work 1"),
+    ]

@@ -1,0 +1,65 @@
+"""The SIGTERM handler's decision whether it may close sessions right away.
+
+End-to-end SIGTERM behaviour (real signals, real processes) is in
+``reliability/test_exit.py``.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ststrace import Session, _signals
+from ststrace._writer import _flusher
+
+
+def test_user_code_is_not_inside_ststrace() -> None:
+    assert _signals._inside_ststrace(sys._getframe()) is False
+    assert _signals._inside_ststrace(None) is False
+
+
+def test_user_code_called_by_ststrace_is_not_inside_ststrace(tmp_path: Path) -> None:
+    """A frame of user code run from ststrace (the encoder calling __repr__) holds no ststrace lock."""
+    seen: list[bool] = []
+
+    class Opaque:
+        def __repr__(self) -> str:
+            seen.append(_signals._inside_ststrace(sys._getframe()))
+            return "opaque"
+
+    with Session(tmp_path) as s:
+        s.user(Opaque())
+    assert seen and not any(seen)
+
+
+def test_a_thread_waiting_inside_ststrace_is_inside(tmp_path: Path) -> None:
+    """The flusher idles in threading.Event.wait (stdlib) called from _writer.py."""
+    with Session(tmp_path, flush_interval=3600):
+        thread = _flusher.thread
+        assert thread is not None and thread.ident is not None
+        time.sleep(0.05)
+        frame = sys._current_frames()[thread.ident]
+        assert frame.f_code.co_filename.endswith("threading.py")
+        assert _signals._inside_ststrace(frame) is True
+
+
+def test_install_is_idempotent_and_main_thread_only(tmp_path: Path) -> None:
+    """In this (pytest) process a session has been opened on the main thread already,
+    or is opened now: the flag is set and a second call changes nothing."""
+    with Session(tmp_path):
+        pass
+    assert _signals._installed is True
+    result: list[BaseException] = []
+
+    def off_main() -> None:
+        try:
+            _signals.install()
+        except BaseException as exc:  # pragma: no cover - reported below
+            result.append(exc)
+
+    t = threading.Thread(target=off_main)
+    t.start()
+    t.join()
+    assert result == []
