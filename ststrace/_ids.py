@@ -55,7 +55,9 @@ _counter = itertools.count(1)
 
 
 def _reseed_after_fork() -> None:
-    global _prefix, _counter
+    global _prefix, _counter, _uuid7_lock
+    # A thread that held the lock at fork time does not exist in the child.
+    _uuid7_lock = threading.Lock()
     _prefix = os.urandom(6).hex()
     _counter = itertools.count(1)
 

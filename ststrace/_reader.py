@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Literal, NamedTuple
+from typing import Any, Generator, Iterator, Literal, NamedTuple
 
 import orjson
 
@@ -63,7 +63,7 @@ def _check_header(path: Path, obj: Any) -> dict[str, Any]:
     return obj
 
 
-def _iter(path: str | os.PathLike[str], strict: bool) -> Iterator[tuple[int, Any]]:
+def _iter(path: str | os.PathLike[str], strict: bool) -> Generator[tuple[int, Any], None, None]:
     """Yields (0, header) first, then (line, message dict)."""
     p = Path(path)
     with _open(p) as f:
@@ -74,7 +74,7 @@ def _iter(path: str | os.PathLike[str], strict: bool) -> Iterator[tuple[int, Any
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
-                if not terminated:
+                if not terminated and seen_header:
                     if strict:
                         raise TraceFormatError(
                             p, n, "last line is incomplete (the writer stopped mid-line); read with strict=False to skip it"

@@ -29,6 +29,7 @@ from typing import Any
 from ._errors import WriteError, internal_error, logger
 
 DEFAULT_MAX_BUFFER = 64 * 1024 * 1024
+_NEVER = 1 << 62
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -115,6 +116,12 @@ class Writer:
         self._chunks: list[bytes] = []
         self._size = 0
         self._wake_sent = False
+        # append() compares the buffer size with these two numbers only:
+        # _limit is max_buffer (-1 once closed), _wake_at the size that wakes
+        # the flusher (_NEVER once it has been woken for this batch).
+        self._limit = self.max_buffer
+        self._wake_threshold = 0 if durable else self.buffer_size
+        self._wake_at = self._wake_threshold
         self._last_write = time.monotonic()
         self._failing = False
         self._last_error: BaseException | None = None
@@ -134,27 +141,28 @@ class Writer:
 
     def append(self, line: bytes) -> bool:
         """Buffer one whole line. Never raises for disk trouble; False if dropped."""
-        wake = False
+        # The hot path of every record: two comparisons, no other branches.
+        # (``with`` rather than acquire/try/finally, which is faster but can
+        # leave the lock held if Ctrl-C lands right after acquire() returns.)
         with self._lock:
-            if self._closed:
+            if self._size >= self._limit and not self._wait_for_space():
                 self.lost += 1
                 return False
-            if self._size >= self.max_buffer:
-                if not self._wait_for_space():
-                    self.lost += 1
-                    return False
             self._chunks.append(line)
-            self._size += len(line)
+            size = self._size = self._size + len(line)
             self.records += 1
-            if not self._wake_sent and (self.durable or self._size >= self.buffer_size):
-                self._wake_sent = wake = True
-        if wake:
-            _flusher.wake()
+            if size < self._wake_at:
+                return True
+            self._wake_at = _NEVER
+            self._wake_sent = True
+        _flusher.wake()
         return True
 
     def _wait_for_space(self) -> bool:
         # Called with self._lock held. Backpressure while the disk accepts
         # writes; drop (counted) only when writes are failing.
+        if self._closed:
+            return False
         _flusher.wake()
         while self._size >= self.max_buffer:
             if self._failing or self._closed:
@@ -181,6 +189,7 @@ class Writer:
             chunks, self._chunks = self._chunks, []
             self._size = 0
             self._wake_sent = False
+            self._wake_at = self._wake_threshold
             self._space.notify_all()
         self._last_write = time.monotonic()
         if not chunks:
@@ -260,15 +269,19 @@ class Writer:
         with self._io_lock:
             if self._closed:
                 return None
-            err = self._write_locked(fsync=True)
             with self._lock:
+                # Mark closed before the last write: a record appended while it
+                # runs is then refused and counted lost, never silently dropped.
                 self._closed = True
-                if err is not None:
+                self._limit = -1  # sends every later append() to the slow path
+                self._space.notify_all()
+            err = self._write_locked(fsync=True)
+            if err is not None:
+                with self._lock:
                     # What could not be written by now is lost; say how much.
                     self.lost += sum(c.count(b"\n") for c in self._chunks)
                     self._chunks = []
                     self._size = 0
-                self._space.notify_all()
             self._close_fd()
         _flusher.unregister(self)
         if err is not None:
@@ -298,6 +311,7 @@ class Writer:
         self._chunks = []
         self._size = 0
         self._wake_sent = False
+        self._wake_at = self._wake_threshold
         self._pid = os.getpid()
         # The descriptor is shared with the parent; reopen on demand instead.
         fd, self._fd = self._fd, None

@@ -1,0 +1,78 @@
+"""Peak memory while one session records 1,000,000 messages.
+
+Run: ``python benchmarks/bench_memory.py [--messages 1000000]``
+
+One ``Session`` records a realistic mix: user turns, assistant replies with a
+tool call (every other call is never answered, so the table of calls waiting
+for a result is exercised up to its cap), tool results and plain assistant
+text. RSS is sampled ten times along the way. It must stay flat: the buffer
+is bounded, the pending tool-call table is capped, nothing grows with the
+message count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+from ststrace import Session  # noqa: E402
+
+
+def rss_mib() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--messages", type=int, default=1_000_000)
+    args = parser.parse_args(argv)
+    total = args.messages
+    step = max(1, total // 10)
+
+    samples: list[tuple[int, float]] = []
+    with tempfile.TemporaryDirectory() as d:
+        start_rss = rss_mib()
+        start = time.perf_counter()
+        last = ""
+        with Session(Path(d), id="memory") as s:
+            for i in range(total):
+                k = i % 4
+                if k == 0:
+                    s.user(f"question {i}: what is in row {i}?")
+                elif k == 1:
+                    (last,) = s.assistant("", tool_calls=[{"name": "lookup", "arguments": {"row": i}}], model="m")
+                elif i % 8 == 2:
+                    s.tool(last, {"row": i, "value": "x" * 40})
+                else:
+                    s.assistant(f"row {i} holds 40 x's", model="m")
+                if (i + 1) % step == 0:
+                    samples.append((i + 1, rss_mib()))
+            stats = s.stats()
+        elapsed = time.perf_counter() - start
+        size = (Path(d) / "memory.jsonl").stat().st_size
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    print(f"one session, {total:,} messages, {size / 1e6:.0f} MB written in {elapsed:.1f} s ({total / elapsed:,.0f} msg/s)")
+    print(f"  RSS before: {start_rss:6.1f} MiB")
+    for n, rss in samples:
+        print(f"  after {n:>9,}: {rss:6.1f} MiB")
+    first, end = samples[0][1], samples[-1][1]
+    print(f"  peak RSS {peak:.1f} MiB; growth from the first sample to the last: {end - first:+.1f} MiB")
+    print(f"  pending tool calls at the end: {stats['pending_tool_calls']} (capped), lost: {stats['lost']}")
+    print(f"  flat: {'OK' if end - first < 16 else 'NO'} (target: no growth with the message count)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,340 @@
+"""The buffered writer: whole lines, backpressure, failing disks, the fd pool, fork.
+
+Failing writes use real devices: ``/dev/full`` answers every write with ENOSPC.
+The full-filesystem case with recovery lives in ``reliability/test_disk_full.py``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import pytest
+
+from ststrace import Session, WriteError, read, validate
+from ststrace._writer import Writer, _fd_pool, _flusher
+
+DEV_FULL = Path("/dev/full")
+needs_dev_full = pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full on this system")
+
+
+def line(i: int, pad: int = 0) -> bytes:
+    return orjson.dumps({"type": "message", "message": {"role": "user", "content": f"{i}" + "x" * pad}}) + b"\n"
+
+
+def open_fd_count() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+def full_writer(**kwargs: int | float) -> Writer:
+    fd = os.open(DEV_FULL, os.O_WRONLY | os.O_APPEND)
+    return Writer(DEV_FULL, fd, **kwargs)  # type: ignore[arg-type]
+
+
+# -- whole lines, ordering, flush/close ---------------------------------------------
+
+
+def test_writer_writes_whole_lines_in_order(tmp_path: Path) -> None:
+    path = tmp_path / "w.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    w = Writer(path, fd, buffer_size=100, flush_interval=0.01)
+    for i in range(5000):
+        assert w.append(line(i, i % 300))
+    assert w.close() is None
+    got = path.read_bytes().splitlines()
+    assert got == [line(i, i % 300)[:-1] for i in range(5000)]
+    assert w.stats()["bytes"] == path.stat().st_size
+    assert w.stats()["messages"] == 5000
+    assert w.closed
+
+
+def test_close_while_other_threads_record_loses_nothing_silently(tmp_path: Path) -> None:
+    """Every record counted in stats()['messages'] is in the file; later ones are counted lost."""
+    with_big_buffer = Session(tmp_path, flush_interval=60, buffer_size=1 << 26).open()
+    stop = threading.Event()
+    pad = "p" * 200
+
+    def record() -> None:
+        i = 0
+        while not stop.is_set():
+            with_big_buffer.user(f"{i}{pad}")
+            i += 1
+
+    threads = [threading.Thread(target=record) for _ in range(3)]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    try:
+        with_big_buffer.close()
+    except WriteError:
+        pass  # records that arrive after close are reported as lost
+    time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join()
+    st = with_big_buffer.stats()
+    on_disk = len(read(with_big_buffer.path).messages)
+    assert st["messages"] > 1000
+    assert on_disk == st["messages"]
+    assert st["lost"] > 0  # the recording went on after close
+
+
+def test_flush_from_many_threads_at_once(tmp_path: Path) -> None:
+    """Concurrent flush() calls from several threads never duplicate or split lines."""
+    with Session(tmp_path, flush_interval=0.005, buffer_size=64) as s:
+
+        def work(t: int) -> None:
+            for i in range(500):
+                s.user(f"{t}:{i}")
+                if i % 7 == 0:
+                    s.flush()
+
+        threads = [threading.Thread(target=work, args=(t,)) for t in range(6)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+    contents = [m["content"] for m in read(s.path).messages]
+    assert len(contents) == len(set(contents)) == 3000
+    for t in range(6):
+        assert [c for c in contents if c.startswith(f"{t}:")] == [f"{t}:{i}" for i in range(500)]
+
+
+# -- backpressure and drops ------------------------------------------------------
+
+
+def test_backpressure_blocks_instead_of_dropping(tmp_path: Path) -> None:
+    """A full buffer on a working disk makes recording wait for the writer; nothing is dropped."""
+    with Session(tmp_path, flush_interval=60, buffer_size=256, max_buffer=4096) as s:
+        writer = s._writer
+        assert writer is not None
+        done = threading.Event()
+        sizes: list[int] = []
+
+        def record() -> None:
+            for i in range(2000):
+                s.user(f"{i:05d}" + "b" * 50)
+                sizes.append(writer.stats()["buffered_bytes"])
+            done.set()
+
+        # Holding the writer's I/O lock stands in for a slow disk: the flusher
+        # cannot drain, so the recording thread must block, not drop or grow.
+        writer._io_lock.acquire()
+        t = threading.Thread(target=record)
+        t.start()
+        try:
+            assert not done.wait(0.5), "recording did not block on a full buffer"
+            assert writer.stats()["lost"] == 0
+            assert writer.stats()["buffered_bytes"] < 4096 + 200
+            assert t.is_alive()
+        finally:
+            writer._io_lock.release()
+        t.join(30)
+        assert done.is_set()
+    assert max(sizes) < 4096 + 200
+    assert s.stats()["lost"] == 0
+    contents = [m["content"][:5] for m in read(s.path).messages]
+    assert contents == [f"{i:05d}" for i in range(2000)]
+
+
+@needs_dev_full
+@pytest.mark.allow_internal_errors
+def test_failing_writes_keep_records_then_drop_with_count(caplog: pytest.LogCaptureFixture) -> None:
+    """ENOSPC: appends never raise or block; past max_buffer they are dropped and counted."""
+    with caplog.at_level(logging.ERROR, logger="ststrace"):
+        w = full_writer(buffer_size=100, max_buffer=1000, flush_interval=0.01)
+        with pytest.raises(WriteError) as first:
+            w.append(line(0))
+            w.flush()
+        assert "/dev/full" in str(first.value)
+        assert w.stats()["write_errors"] >= 1
+        start = time.monotonic()
+        accepted = sum(w.append(line(i, 20)) for i in range(1, 501))
+        assert time.monotonic() - start < 5
+        st = w.stats()
+        assert accepted < 500
+        assert st["lost"] == 500 - accepted
+        assert st["messages"] == 1 + accepted
+        assert st["buffered_bytes"] <= 1000 + len(line(500, 20))
+        err = w.close()
+    assert isinstance(err, WriteError)
+    assert err.path == DEV_FULL
+    # Everything not written is lost once the writer closes: dropped + still buffered.
+    assert err.lost == w.stats()["lost"] == 501
+    assert "501 record(s) lost" in str(err)
+    logged = [r for r in caplog.records if r.levelno == logging.ERROR and "cannot write" in r.getMessage()]
+    assert len(logged) == 1  # the disk error is logged once, not per retry
+    assert w.append(line(1)) is False  # closed
+
+
+@needs_dev_full
+def test_drops_happen_only_while_writes_fail(tmp_path: Path) -> None:
+    """The same tiny buffer on a healthy disk drops nothing."""
+    path = tmp_path / "ok.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    w = Writer(path, fd, buffer_size=100, max_buffer=1000, flush_interval=0.01)
+    assert all(w.append(line(i, 20)) for i in range(3000))
+    assert w.close() is None
+    assert w.stats()["lost"] == 0
+    assert path.read_bytes().count(b"\n") == 3000
+
+
+@needs_dev_full
+@pytest.mark.allow_internal_errors
+def test_session_exit_with_failing_disk_raises_write_error(tmp_path: Path) -> None:
+    """close() raises WriteError naming the file; inside a failing block it is only logged."""
+    s = Session(tmp_path / "s.jsonl", flush_interval=60).open()
+    assert s._writer is not None
+    # Point the session's writer at a failing device: a real ENOSPC on every write.
+    s._writer._close_fd()
+    s._writer.path = DEV_FULL
+    s.user("never written")
+    with pytest.raises(WriteError, match="/dev/full.*1 record"):
+        s.close()
+    assert s.stats()["lost"] == 1
+
+
+# -- fd pool -------------------------------------------------------------------------
+
+
+def test_idle_sessions_do_not_pin_descriptors(tmp_path: Path) -> None:
+    """Hundreds of open sessions hold at most the pool's limit of descriptors."""
+    base = open_fd_count()
+    sessions = [Session(tmp_path, id=f"s{i}", flush_interval=60).open() for i in range(300)]
+    try:
+        assert open_fd_count() - base <= _fd_pool.limit + 2
+        for round_ in range(3):
+            for i, s in enumerate(sessions):
+                s.user(f"{i}-{round_}")
+                if i % 3 == 0:
+                    s.flush()
+            assert open_fd_count() - base <= _fd_pool.limit + 2
+    finally:
+        for s in reversed(sessions):
+            s.close()
+    assert open_fd_count() <= base + 1
+    for i, s in enumerate(sessions):
+        assert [m["content"] for m in read(s.path).messages] == [f"{i}-{r}" for r in range(3)]
+
+
+def test_file_replaced_under_an_idle_session_is_recreated_not_followed(tmp_path: Path) -> None:
+    """A reopened descriptor never follows a symlink planted at the path."""
+    sessions = [Session(tmp_path, id=f"p{i}", flush_interval=60).open() for i in range(_fd_pool.limit + 5)]
+    first = sessions[0]
+    assert first._writer is not None and first._writer._fd is None  # evicted from the pool
+    victim = tmp_path / "victim"
+    victim.write_bytes(b"keep")
+    first.path.rename(tmp_path / "moved.jsonl")
+    first.path.symlink_to(victim)
+    first.user("x")
+    with pytest.raises(WriteError):
+        first.flush()
+    assert victim.read_bytes() == b"keep"
+    for s in sessions[1:]:
+        s.close()
+    first.path.unlink()
+    with pytest.raises(WriteError):
+        first.close()
+
+
+# -- flusher -------------------------------------------------------------------------
+
+
+def test_one_flusher_thread_for_all_sessions(tmp_path: Path) -> None:
+    sessions = [Session(tmp_path, flush_interval=0.01).open() for _ in range(20)]
+    for s in sessions:
+        s.user("x")
+    names = [t.name for t in threading.enumerate() if t.name == "ststrace-flusher"]
+    assert names == ["ststrace-flusher"]
+    assert _flusher.thread is not None and _flusher.thread.daemon
+    for s in reversed(sessions):
+        s.close()
+
+
+# -- fork ------------------------------------------------------------------------------
+
+
+FORK_SCRIPT = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    import ststrace
+    d = Path(sys.argv[1])
+    s = ststrace.Session(d / "parent.jsonl", flush_interval=60).open()
+    for i in range(1000):
+        s.user(f"before-{i}")
+    pid = os.fork()
+    if pid == 0:
+        # Child: the parent's buffer is gone, and the child can trace on its own.
+        assert s.stats()["buffered_bytes"] == 0, s.stats()
+        with ststrace.Session(d / "child.jsonl", flush_interval=60) as c:
+            for i in range(100):
+                c.user(f"child-{i}")
+        sys.exit(0)  # normal exit: atexit runs and closes the inherited session too
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    for i in range(1000):
+        s.user(f"after-{i}")
+    s.close()
+    print("ok")
+    """
+)
+
+
+def test_fork_child_discards_parent_buffer(tmp_path: Path) -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", FORK_SCRIPT, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    parent = [m["content"] for m in read(tmp_path / "parent.jsonl").messages]
+    assert parent == [f"before-{i}" for i in range(1000)] + [f"after-{i}" for i in range(1000)]
+    child = [m["content"] for m in read(tmp_path / "child.jsonl").messages]
+    assert child == [f"child-{i}" for i in range(100)]
+    assert [p for p in validate(tmp_path / "parent.jsonl") if p.severity == "error"] == []
+
+
+LOOP_DOES_NO_FILE_IO = """
+import asyncio, sys, threading
+from ststrace import Session
+
+opened_by = []
+sys.addaudithook(lambda event, args: event == "open" and opened_by.append(threading.get_ident()))
+
+async def main(d):
+    sessions = [Session(d, id=f"s{i}", buffer_size=256, flush_interval=0.001, durable=i % 2 == 0) for i in range(100)]
+    for s in sessions:
+        await s.__aenter__()  # the file is created on a worker thread
+    loop_thread = threading.get_ident()
+    del opened_by[:]
+    for turn in range(50):
+        for i, s in enumerate(sessions):
+            s.user(f"{i}:{turn}" + "z" * 100)
+        await asyncio.sleep(0.002)
+    await asyncio.sleep(0.2)
+    assert loop_thread not in opened_by, "the event loop thread opened a file"
+    assert opened_by, "the flusher never reopened a pooled descriptor"
+    for s in sessions:
+        await s.__aexit__(None, None, None)
+    print("ok")
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_recording_on_an_event_loop_does_no_file_io(tmp_path: Path) -> None:
+    """Writes, fsyncs and descriptor reopens (100 sessions > the pool) happen on the
+    flusher thread; the loop thread only appends to a buffer (audit hook on open)."""
+    out = subprocess.run(
+        [sys.executable, "-c", LOOP_DOES_NO_FILE_IO, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "ok"
+    for i in (0, 1, 57, 99):
+        assert len(read(tmp_path / f"s{i}.jsonl").messages) == 50
