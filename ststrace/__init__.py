@@ -11,6 +11,7 @@ from ._decorators import ThreadPoolExecutor, llm, tool, tool_call_id
 from ._errors import InstrumentationError, StstraceError, TraceFormatError, WriteError
 from ._hub import UploadItem, flush_sync, sync, sync_in_background, upload
 from ._instrument import instrument, uninstrument
+from ._redact import Redactor
 from ._reader import Problem, Trace, iter_messages, read, validate
 from ._session import Session
 
@@ -23,6 +24,7 @@ __all__ = [
     "ConvertResult",
     "InstrumentationError",
     "Problem",
+    "Redactor",
     "Session",
     "StstraceError",
     "ThreadPoolExecutor",

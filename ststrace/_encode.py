@@ -1,92 +1,254 @@
 """JSON encoding that never raises.
 
-Everything ststrace writes goes through :func:`dumps`. orjson handles the common
-types natively; anything it cannot handle goes through :func:`_default`, which
-falls back to ``repr`` and, if even that fails, to a type-name placeholder. The
-result is always one line of valid UTF-8 JSON.
+Everything ststrace writes goes through :func:`dumps`. The fast path is one
+``orjson.dumps`` call; only when it fails (non-string dict keys, cycles, lone
+surrogates, integers beyond 64 bits, too deep nesting, ...) does a slower
+sanitising pass rebuild the value from JSON-native pieces. Whatever the input,
+the result is compact, valid UTF-8 JSON on one line, without a trailing newline.
+
+How odd values come out:
+
+- pydantic v2 / v1 models, attrs classes -> their fields (dataclasses, enums,
+  ``datetime``/``date``/``time``, ``UUID`` are native to orjson)
+- ``Decimal``, ``Path``, ``complex``, ``Fraction`` -> ``str()``
+- ``set`` / ``frozenset`` -> a list (sorted when the items allow it)
+- NumPy scalars -> Python numbers; arrays of at most :data:`NUMPY_MAX_ITEMS`
+  items -> nested lists, larger ones -> ``"<ndarray shape=(..) dtype=..>"``
+- ``bytes`` / ``bytearray`` / ``memoryview`` -> ``"<bytes: N bytes, sha256 HEX>"``
+- integers beyond 64 bits -> their decimal digits as a string
+- ``nan`` / ``inf`` -> ``null`` (JSON has no such numbers)
+- lone surrogates -> U+FFFD; NUL characters are kept (JSON escapes them)
+- non-string dict keys -> strings; a container inside itself -> ``"<cycle>"``
+- nesting deeper than :data:`MAX_DEPTH` -> ``"<max depth>"``
+- anything else -> ``repr()``, and ``"<unrepresentable T>"`` if that raises
 """
 
 from __future__ import annotations
 
+import collections.abc
+import dataclasses
+import datetime
+import decimal
+import enum
+import fractions
+import math
+import pathlib
+import uuid
 from typing import Any
 
 import orjson
 
-_OPTS = orjson.OPT_SERIALIZE_NUMPY | orjson.OPT_NON_STR_KEYS
+from ._limits import bytes_placeholder, scrub_encoded, scrub_media
+
+MAX_DEPTH = 64
+NUMPY_MAX_ITEMS = 1000
+_REPR_MAX = 10_000
+
+_NATIVE_OPTS = orjson.OPT_NON_STR_KEYS
+# Pre-encoded JSON (the guard keeps numbers of decoded arguments this way).
+_FRAGMENT: Any = getattr(orjson, "Fragment", ())
 
 
 def _safe_repr(obj: object) -> str:
     try:
-        return repr(obj)
+        text = repr(obj)
+        if not isinstance(text, str):
+            raise TypeError("__repr__ returned a non-string")
     except Exception:
-        return f"<unrepresentable {type(obj).__qualname__}>"
+        try:
+            name = type(obj).__qualname__
+        except Exception:
+            name = "object"
+        return f"<unrepresentable {name}>"
+    if len(text) > _REPR_MAX:
+        text = text[:_REPR_MAX] + f"...[{len(text) - _REPR_MAX} more chars]"
+    return text
 
 
-def _default(obj: Any) -> Any:
-    # Pydantic v2 / v1 models and other objects that know their own JSON form.
-    for attr in ("model_dump", "dict", "to_dict"):
-        fn = getattr(obj, attr, None)
-        if callable(fn):
-            try:
-                return fn()
-            except Exception:
-                pass
-    if isinstance(obj, (set, frozenset)):
-        return list(obj)
-    if isinstance(obj, (bytes, bytearray, memoryview)):
-        return f"<bytes: {len(bytes(obj))} bytes>"
+def _numpy(obj: Any) -> Any:
+    shape = getattr(obj, "shape", None)
+    if shape is not None and hasattr(obj, "ndim") and getattr(obj, "ndim", 0) > 0:
+        size = getattr(obj, "size", 0)
+        if isinstance(size, int) and size <= NUMPY_MAX_ITEMS:
+            return obj.tolist()
+        return f"<ndarray shape={tuple(shape)!r} dtype={getattr(obj, 'dtype', '?')}>"
+    item = getattr(obj, "item", None)
+    if callable(item):
+        return item()
     return _safe_repr(obj)
 
 
-def dumps(obj: Any) -> bytes:
-    """Serialize *obj* to compact JSON bytes; never raises."""
+def _convert(obj: Any) -> Any:
+    """One step towards JSON: a JSON-native value, or a simpler Python value."""
+    if isinstance(obj, (bytes, bytearray, memoryview)):
+        return bytes_placeholder(obj)
+    cls = type(obj)
+    module = getattr(cls, "__module__", "") or ""
+    if module == "numpy" or module.startswith("numpy."):
+        return _numpy(obj)
+    if module.startswith("pandas"):
+        # DataFrame.to_dict() of a big frame is huge; pandas' repr is already summarised.
+        return _safe_repr(obj)
+    if hasattr(cls, "model_dump") and hasattr(cls, "model_fields"):
+        try:
+            return obj.model_dump(mode="json")
+        except Exception:
+            return obj.model_dump()
+    if hasattr(cls, "__fields__") and callable(getattr(cls, "dict", None)):
+        return obj.dict()  # pydantic v1
+    attrs_fields = getattr(cls, "__attrs_attrs__", None)
+    if attrs_fields is not None:
+        return {a.name: getattr(obj, a.name, None) for a in attrs_fields}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        # orjson encodes dataclasses itself; this is for the sanitising pass.
+        return {f.name: getattr(obj, f.name, None) for f in dataclasses.fields(obj)}
+    if isinstance(obj, enum.Enum):
+        return obj.value
+    if isinstance(obj, (datetime.date, datetime.time)):
+        return obj.isoformat()
+    if isinstance(obj, uuid.UUID):
+        return str(obj)
+    if isinstance(obj, (decimal.Decimal, fractions.Fraction, complex, pathlib.PurePath)):
+        return str(obj)
+    if isinstance(obj, float):  # float subclasses orjson refuses
+        return float(obj)
+    if isinstance(obj, int):  # int subclasses, including huge ones
+        return int(obj)
+    if isinstance(obj, (set, frozenset, collections.abc.Set)):
+        items = list(obj)
+        try:
+            items.sort()
+        except Exception:
+            pass
+        return items
+    if isinstance(obj, range):
+        return _safe_repr(obj)
+    if isinstance(obj, collections.abc.Mapping):
+        return dict(obj.items())
+    if isinstance(obj, (collections.abc.Sequence, collections.deque)) and not isinstance(obj, str):
+        return list(obj)
+    to_dict = getattr(obj, "to_dict", None)
+    if callable(to_dict):
+        return to_dict()
+    return _safe_repr(obj)
+
+
+def _default(obj: Any) -> Any:
+    # orjson calls this for every value it cannot encode itself.
     try:
-        return orjson.dumps(obj, default=_default, option=_OPTS)
+        return _convert(obj)
+    except Exception:
+        return _safe_repr(obj)
+
+
+def dumps(obj: Any) -> bytes:
+    """Serialize *obj* to compact JSON bytes (no trailing newline); never raises."""
+    try:
+        return orjson.dumps(obj, default=_default)
     except Exception:
         pass
-    # Cycles, lone surrogates, >64-bit ints, etc.: a slower sanitising pass.
     try:
-        return orjson.dumps(_sanitize(obj, 0, set()), option=_OPTS)
+        # Non-string dict keys are the common reason for the first failure;
+        # orjson handles them itself, at a cost we only pay here.
+        return orjson.dumps(obj, default=_default, option=_NATIVE_OPTS)
     except Exception:
-        return orjson.dumps(_safe_repr(obj).encode("utf-8", "replace").decode("utf-8"))
+        pass
+    try:
+        return orjson.dumps(_sanitize(obj, 0, set()))
+    except Exception:
+        pass
+    try:
+        return orjson.dumps(_clean_str(_safe_repr(obj)))
+    except Exception:
+        return b'"<unencodable>"'
 
 
-_MAX_DEPTH = 64
+def _clean_str(s: str) -> str:
+    """*s* as valid Unicode: surrogate pairs joined, lone surrogates -> U+FFFD."""
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def _int(obj: int) -> int | str:
+    if -(2**63) <= obj < 2**64:
+        return int(obj)
+    try:
+        return str(int(obj))
+    except ValueError:  # beyond sys.get_int_max_str_digits()
+        return f"<int: {obj.bit_length()} bits>"
+
+
+def _float(obj: float) -> float | None:
+    f = float(obj)
+    return f if math.isfinite(f) else None
+
+
+def _key(k: Any) -> str:
+    if isinstance(k, str):
+        return _clean_str(str.__str__(k))
+    if k is None:
+        return "null"
+    if isinstance(k, bool):
+        return "true" if k else "false"
+    if isinstance(k, int):
+        v = _int(k)
+        return v if isinstance(v, str) else str(v)
+    if isinstance(k, float):
+        return repr(float(k))
+    try:
+        converted = _convert(k)
+    except Exception:
+        converted = None
+    if isinstance(converted, str):
+        return _clean_str(converted)
+    return _clean_str(_safe_repr(k))
 
 
 def _sanitize(obj: Any, depth: int, seen: set[int]) -> Any:
-    if isinstance(obj, str):
-        return obj.encode("utf-8", "replace").decode("utf-8")
-    if obj is None or isinstance(obj, (bool, float)):
+    """A JSON-native copy of *obj* that plain ``orjson.dumps`` accepts."""
+    if obj is None or obj is True or obj is False:
         return obj
+    if isinstance(obj, str):
+        return _clean_str(str.__str__(obj))
+    if isinstance(obj, bool):
+        return bool(obj)
     if isinstance(obj, int):
-        return obj if -(2**63) <= obj < 2**64 else str(obj)
-    if depth >= _MAX_DEPTH:
+        return _int(obj)
+    if isinstance(obj, float):
+        return _float(obj)
+    if isinstance(obj, _FRAGMENT):
+        return obj
+    if depth >= MAX_DEPTH:
         return "<max depth>"
     oid = id(obj)
     if oid in seen:
         return "<cycle>"
     if isinstance(obj, dict):
         seen.add(oid)
-        out = {_key(k): _sanitize(v, depth + 1, seen) for k, v in obj.items()}
-        seen.discard(oid)
-        return out
-    if isinstance(obj, (list, tuple, set, frozenset)):
+        try:
+            return {_key(k): _sanitize(v, depth + 1, seen) for k, v in dict.items(obj)}
+        finally:
+            seen.discard(oid)
+    if isinstance(obj, (list, tuple)):
         seen.add(oid)
-        items = [_sanitize(v, depth + 1, seen) for v in obj]
-        seen.discard(oid)
-        return items
+        try:
+            return [_sanitize(v, depth + 1, seen) for v in obj]
+        finally:
+            seen.discard(oid)
+    if isinstance(obj, (datetime.datetime, datetime.date, datetime.time)):
+        return obj.isoformat()
     try:
-        orjson.dumps(obj, option=_OPTS)
-        return obj
-    except Exception:
-        pass
-    try:
-        converted = _default(obj)
+        converted = _convert(obj)
     except Exception:
         converted = _safe_repr(obj)
-    if converted is obj or isinstance(converted, str):
-        return _sanitize(str(converted), depth + 1, seen)
+    if converted is obj:
+        return _clean_str(_safe_repr(obj))
+    if isinstance(converted, str):
+        return _clean_str(converted)
+    # The converted value may itself need work (a model's dict holding a set).
     seen.add(oid)
     try:
         return _sanitize(converted, depth + 1, seen)
@@ -94,21 +256,32 @@ def _sanitize(obj: Any, depth: int, seen: set[int]) -> Any:
         seen.discard(oid)
 
 
-def _key(k: Any) -> str:
-    if isinstance(k, str):
-        return k.encode("utf-8", "replace").decode("utf-8")
-    return _safe_repr(k)
-
-
 def json_text(value: Any) -> str:
-    """JSON text of *value* as a ``str`` (for ``content`` and ``arguments``)."""
-    return dumps(value).decode("utf-8")
+    """JSON text of *value* as a ``str`` (for ``content`` and ``arguments``).
+
+    Unlike :func:`dumps`, inline media (``data:`` URLs, base64 image blocks)
+    is replaced by a short placeholder: this is for user values, not records.
+    """
+    out = dumps(value)
+    try:
+        out, structural = scrub_encoded(out)
+        if structural:
+            scrubbed = scrub_media(orjson.loads(out))
+            out = dumps(scrubbed)
+    except Exception:
+        pass
+    return out.decode("utf-8")
 
 
 def content_text(value: Any) -> str:
-    """STS ``content``: strings as they are, ``None`` as ``""``, others as JSON text."""
+    """STS ``content``: strings as they are, ``None`` as ``""``, others as JSON text.
+
+    Binary values give their placeholder text directly (not a quoted JSON string).
+    """
     if isinstance(value, str):
         return value
     if value is None:
         return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes_placeholder(value)
     return json_text(value)

@@ -18,6 +18,7 @@ from . import _context, _records, _signals
 from ._encode import dumps
 from ._errors import WriteError, internal_error, logger
 from ._ids import check_id, new_session_id, new_tool_call_id
+from ._redact import Redactor
 from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_append
 
 #: Tool calls still waiting for a result; oldest dropped past this many so a
@@ -131,8 +132,8 @@ class Session:
         buffer_size: int = 65536,
         durable: bool = False,
         resume: bool = False,
-        redact: Any = True,
-        max_field_chars: int = 1_000_000,
+        redact: bool | Redactor = True,
+        max_field_chars: int | None = 1_000_000,
         sync_to: str | None = None,
         max_buffer: int = DEFAULT_MAX_BUFFER,
     ) -> None:
@@ -190,9 +191,7 @@ class Session:
             return
         if self.disabled:
             return
-        parent = self.path.parent
-        if not parent.exists():
-            parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _make_private_dirs(self.path.parent)
         if self.resume and (self.path.exists() or self.path.is_symlink()):
             fd = self._open_for_resume()
             header_line = b""
@@ -554,6 +553,19 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._writer else "new")
         return f"<ststrace.Session id={self.id!r} path={str(self.path)!r} {state}>"
+
+
+def _make_private_dirs(directory: Path) -> None:
+    """Create *directory* and any missing parents, each 0700 (traces hold prompts)."""
+    missing: list[Path] = []
+    d = directory
+    while not d.exists():
+        missing.append(d)
+        if d.parent == d:
+            break
+        d = d.parent
+    for d in reversed(missing):
+        d.mkdir(mode=0o700, exist_ok=True)
 
 
 def _make_guard(redact: Any, max_field_chars: int) -> Any:
