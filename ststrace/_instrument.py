@@ -5,23 +5,26 @@ Patching uses wrapt. A library that is not imported yet is patched lazily by a
 post-import hook, so ``instrument()`` costs nothing for libraries the program
 never uses. Every patch re-checks for a current session on each call and steps
 aside when there is none, or when the call happens inside an ``@llm`` function
-(or another instrumented call) that records it already.
+(or another instrumented call, e.g. litellm's own openai client) that records
+it already.
 """
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import inspect
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
 import wrapt
 
 from ._context import current, in_llm_call
-from ._decorators import _ASYNC, _begin_llm, _kind, _run_llm_async
-from ._errors import InstrumentationError, internal_error, logger
+from ._decorators import _ASYNC, _begin_llm, _kind, _LlmCall
+from ._errors import InstrumentationError, logger
 
 #: Public name -> integration module (one per client library).
 INTEGRATIONS = {
@@ -33,16 +36,41 @@ INTEGRATIONS = {
 _ALIASES = {"hf": "huggingface_hub", "huggingface-hub": "huggingface_hub", "huggingface": "huggingface_hub"}
 _EXTRAS = {"openai": "openai", "anthropic": "anthropic", "huggingface_hub": "hf", "litellm": "litellm"}
 
+#: Header the openai / anthropic ``with_raw_response`` / ``with_streaming_response``
+#: wrappers add; such calls return the HTTP response for the caller to parse.
+_RAW_HEADER = "X-Stainless-Raw-Response"
+
+_Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+class _UnsupportedVersion(InstrumentationError):
+    pass
+
+
+class _Patch:
+    """One patched attribute. ``active`` is read by the wrapper on every call, so
+    a patch another library has wrapped on top of can still be switched off."""
+
+    __slots__ = ("owner", "attr", "original", "wrapper", "active")
+
+    def __init__(self, owner: Any, attr: str, original: Any) -> None:
+        self.owner = owner
+        self.attr = attr
+        self.original = original
+        self.wrapper: Any = None
+        self.active = True
+
+
 _lock = threading.RLock()
-#: name -> [(owner, attribute, original)] for every patch in place.
-_patched: dict[str, list[tuple[Any, str, Any]]] = {}
+#: name -> every patch in place for that library.
+_patched: dict[str, list[_Patch]] = {}
 #: Libraries waiting for their import (lazy patching).
 _wanted: set[str] = set()
 _hooked: set[str] = set()
 
 
 def _canonical(name: str) -> str:
-    key = _ALIASES.get(name, name)
+    key = _ALIASES.get(name, name) if isinstance(name, str) else name
     if key not in INTEGRATIONS:
         raise InstrumentationError(
             f"ststrace cannot instrument {name!r}; supported: {', '.join(sorted(INTEGRATIONS))}"
@@ -53,7 +81,11 @@ def _canonical(name: str) -> str:
 def _version_tuple(text: str) -> tuple[int, ...]:
     parts: list[int] = []
     for piece in text.split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
+        digits = ""
+        for ch in piece:
+            if not ch.isdigit():
+                break
+            digits += ch
         if not digits:
             break
         parts.append(int(digits))
@@ -72,54 +104,83 @@ def _library_version(library: str, module: ModuleType) -> str:
         return "0"
 
 
+def _installed(library: str) -> bool:
+    if library in sys.modules:
+        # ``sys.modules[name] = None`` is how Python marks a module as blocked.
+        return sys.modules[library] is not None
+    try:
+        return importlib.util.find_spec(library) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def instrument(*names: str) -> list[str]:
     """Patch the named client libraries (all supported ones when no name is given).
 
-    Asked by name, a library that is missing or of an unsupported version raises
-    :class:`ststrace.InstrumentationError`; with no names such libraries are
-    skipped silently. Idempotent. Returns the names instrumented (or waiting
-    for their import).
+    Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
+    ``"litellm"``. Asked by name, a library is imported and patched now; one
+    that is missing, of an unsupported version or whose methods moved raises
+    :class:`ststrace.InstrumentationError`. With no names, libraries already
+    imported are patched now, installed ones when the program imports them, and
+    the rest are skipped silently. Idempotent. Returns the names instrumented
+    or waiting for their import.
     """
     explicit = bool(names)
     keys = [_canonical(n) for n in names] if explicit else list(INTEGRATIONS)
-    done: list[str] = []
-    with _lock:
+    specs = {key: importlib.import_module(INTEGRATIONS[key]) for key in keys}
+    if explicit:
+        # Every named library must be there before any is patched.
         for key in keys:
-            if key in _patched:
-                done.append(key)
-                continue
-            spec = importlib.import_module(INTEGRATIONS[key])
-            library: str = spec.LIBRARY
-            if library in sys.modules or explicit:
-                if library not in sys.modules and importlib.util.find_spec(library) is None:
-                    raise InstrumentationError(
-                        f"cannot instrument {key}: the {library!r} package is not installed "
-                        f"(pip install 'ststrace[{_EXTRAS[key]}]')"
-                    )
-                try:
-                    module = importlib.import_module(library)
+            needed: str = specs[key].LIBRARY
+            if not _installed(needed):
+                raise InstrumentationError(
+                    f"cannot instrument {key}: the {needed!r} package is not installed "
+                    f"(pip install 'ststrace[{_EXTRAS[key]}]')"
+                )
+    done: list[str] = []
+    for key in keys:
+        spec = specs[key]
+        library: str = spec.LIBRARY
+        if not explicit and not _installed(library):
+            continue
+        if not explicit and library not in sys.modules:
+            with _lock:
+                if key not in _patched:
+                    _wanted.add(key)
+                    if key not in _hooked:
+                        _hooked.add(key)
+                        # Calls the hook at once if the import finished meanwhile.
+                        wrapt.register_post_import_hook(_on_import(key), library)
+            done.append(key)
+            continue
+        try:
+            # Outside our lock: a post-import hook running in another thread's
+            # import of this library takes the lock while holding the import lock.
+            module = importlib.import_module(library)
+            with _lock:
+                if key not in _patched:
                     _apply(key, spec, module)
-                except InstrumentationError:
-                    if explicit:
-                        raise
-                    logger.debug("ststrace: skipping %s", key, exc_info=True)
-                    continue
-                except Exception as exc:
-                    if explicit:
-                        raise InstrumentationError(f"cannot instrument {key}: {exc}") from exc
-                    logger.debug("ststrace: skipping %s", key, exc_info=True)
-                    continue
-                done.append(key)
-            elif importlib.util.find_spec(library) is not None:
-                _wanted.add(key)
-                if key not in _hooked:
-                    _hooked.add(key)
-                    wrapt.register_post_import_hook(_on_import(key), library)
-                done.append(key)
+        except Exception as exc:
+            if explicit:
+                if isinstance(exc, InstrumentationError):
+                    raise
+                raise InstrumentationError(f"cannot instrument {key}: {exc}") from exc
+            _skipped(key, exc)
+            continue
+        done.append(key)
     return done
 
 
-def _on_import(key: str) -> Any:
+def _skipped(key: str, exc: Exception) -> None:
+    """A library ``instrument()`` was not asked for by name cannot be patched."""
+    if isinstance(exc, _UnsupportedVersion):
+        logger.debug("ststrace: not instrumenting %s: %s", key, exc)
+    else:
+        # A supported version whose methods are not where we expect them.
+        logger.warning("ststrace: could not instrument %s: %s", key, exc)
+
+
+def _on_import(key: str) -> Callable[[ModuleType], None]:
     def hook(module: ModuleType) -> None:
         # Runs inside the user's `import`: it must never raise.
         try:
@@ -127,7 +188,7 @@ def _on_import(key: str) -> Any:
                 if key in _wanted and key not in _patched:
                     _apply(key, importlib.import_module(INTEGRATIONS[key]), module)
         except Exception as exc:
-            logger.warning("ststrace: could not instrument %s: %s", key, exc)
+            _skipped(key, exc)
 
     return hook
 
@@ -136,8 +197,10 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
     version = _library_version(spec.LIBRARY, module)
     if _version_tuple(version) < spec.MIN_VERSION:
         need = ".".join(map(str, spec.MIN_VERSION))
-        raise InstrumentationError(f"cannot instrument {key} {version}: ststrace needs {key} >= {need}")
-    resolved: list[tuple[Any, str, Any]] = []
+        raise _UnsupportedVersion(f"cannot instrument {key} {version}: ststrace needs {key} >= {need}")
+    # Resolve every target before touching any, so a moved method leaves
+    # nothing half-patched.
+    patches: list[_Patch] = []
     for module_name, path in spec.TARGETS:
         try:
             owner: Any = importlib.import_module(module_name)
@@ -149,23 +212,40 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             raise InstrumentationError(
                 f"cannot instrument {key} {version}: {module_name}.{path} not found ({exc})"
             ) from exc
-        resolved.append((owner, attr, original))
-    patches = []
-    for owner, attr, original in resolved:
-        setattr(owner, attr, wrapt.FunctionWrapper(original, _llm_patch(original)))
-        patches.append((owner, attr, original))
+        if not callable(original):
+            raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
+        patches.append(_Patch(owner, attr, original))
+    for patch in patches:
+        patch.wrapper = wrapt.FunctionWrapper(patch.original, _llm_patch(patch))
+        setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
     _wanted.discard(key)
 
 
 def uninstrument(*names: str) -> None:
-    """Undo :func:`instrument` for the named libraries (all when none given)."""
+    """Undo :func:`instrument` for the named libraries (all when none given).
+
+    The original methods are put back. If another library has since wrapped a
+    patched method, its wrapper is left in place and ours only stops recording.
+    """
     keys = [_canonical(n) for n in names] if names else list(INTEGRATIONS)
     with _lock:
         for key in keys:
             _wanted.discard(key)
-            for owner, attr, original in reversed(_patched.pop(key, [])):
-                setattr(owner, attr, original)
+            for patch in reversed(_patched.pop(key, [])):
+                patch.active = False
+                current_attr = patch.owner.__dict__.get(patch.attr) if isinstance(patch.owner, type) else getattr(
+                    patch.owner, patch.attr, None
+                )
+                if current_attr is patch.wrapper:
+                    setattr(patch.owner, patch.attr, patch.original)
+                else:
+                    logger.warning(
+                        "ststrace: %s.%s was wrapped again after ststrace patched it; "
+                        "leaving that wrapper in place (ststrace no longer records through it)",
+                        getattr(patch.owner, "__qualname__", patch.owner),
+                        patch.attr,
+                    )
 
 
 def instrumented() -> list[str]:
@@ -174,25 +254,56 @@ def instrumented() -> list[str]:
         return sorted(_patched)
 
 
-def _llm_patch(original: Any) -> Any:
-    """The wrapper of one client method: like ``@llm``, but it steps aside inside
-    a call that already records (an ``@llm`` function or another patch)."""
-    if _kind(original) is _ASYNC:
+def _raw_requested(kwargs: Mapping[str, Any]) -> bool:
+    headers = kwargs.get("extra_headers")
+    if not headers or not isinstance(headers, Mapping):
+        return False
+    return _RAW_HEADER in headers or _RAW_HEADER.lower() in headers
 
-        def async_wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+
+def _is_raw_response(result: Any) -> bool:
+    # openai / anthropic LegacyAPIResponse, APIResponse, AsyncAPIResponse.
+    return type(result).__name__.endswith("APIResponse")
+
+
+def _settle(call: _LlmCall, result: Any) -> Any:
+    if _is_raw_response(result):
+        return result  # the body is the caller's to read
+    return call.record_result(result)
+
+
+def _is_async(original: Any) -> bool:
+    # openai / anthropic decorate their async ``create`` with a plain-function
+    # wrapper (``required_args``) that hides the coroutine function beneath.
+    if _kind(original) is _ASYNC:
+        return True
+    try:
+        return inspect.iscoroutinefunction(inspect.unwrap(original))
+    except Exception:
+        return False
+
+
+def _llm_patch(patch: _Patch) -> _Wrapper:
+    """The wrapper of one client method: like ``@llm``, but it steps aside inside
+    a call that already records (an ``@llm`` function or another patch) and for
+    raw-response calls."""
+    if _is_async(patch.original):
+
+        def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             session = current.get()
-            if session is None or in_llm_call.get():
+            if session is None or in_llm_call.get() or not patch.active or _raw_requested(kwargs):
                 return wrapped(*args, **kwargs)
+            coro = wrapped(*args, **kwargs)  # wrong arguments raise here, before anything is recorded
             call = _begin_llm(session, None, True, args, kwargs)
             if call is None:
-                return wrapped(*args, **kwargs)
-            return _run_llm_async(wrapped, args, kwargs, call)
+                return coro
+            return _run_async(coro, call)
 
         return async_wrapper
 
-    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         session = current.get()
-        if session is None or in_llm_call.get():
+        if session is None or in_llm_call.get() or not patch.active or _raw_requested(kwargs):
             return wrapped(*args, **kwargs)
         call = _begin_llm(session, None, True, args, kwargs)
         if call is None:
@@ -202,18 +313,20 @@ def _llm_patch(original: Any) -> Any:
             result = wrapped(*args, **kwargs)
         finally:
             in_llm_call.reset(token)
-        if _is_raw_response(result):
-            # with_raw_response / with_streaming_response: the body is the
-            # caller's to read; parsing it here would change what they see.
-            return result
-        return call.record_result(result)
+        if inspect.iscoroutine(result):
+            # An async method the static check missed: record when awaited.
+            return _run_async(result, call)
+        return _settle(call, result)
 
     return wrapper
 
 
-def _is_raw_response(result: Any) -> bool:
+async def _run_async(coro: Any, call: _LlmCall) -> Any:
+    # The flag is set in the awaiting task for the await, so a client awaited
+    # inside (litellm's openai client) does not record the reply a second time.
+    token = in_llm_call.set(True)
     try:
-        return type(result).__name__.endswith("APIResponse")
-    except Exception as exc:  # pragma: no cover
-        internal_error(exc, "instrument")
-        return False
+        result = await coro
+    finally:
+        in_llm_call.reset(token)
+    return _settle(call, result)

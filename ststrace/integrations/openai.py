@@ -1,5 +1,6 @@
-"""openai: Chat Completions (``create``, ``parse``; ``stream()`` goes through
-``create``) and the Responses API (``create``, ``parse``)."""
+"""openai: Chat Completions (``create``, ``parse``) and the Responses API
+(``create``, ``parse``). The ``stream()`` helpers of both call ``create`` (the
+sync ones when their manager is entered), so they are covered too."""
 
 from __future__ import annotations
 
