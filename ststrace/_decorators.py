@@ -156,13 +156,13 @@ class _ToolCall:
     def finish(self, result: Any) -> None:
         try:
             content = content_text(result) if self.spec.capture_result else ""
-            self.session._emit(_records.message("tool", content, tool_call_id=self.call_id))
+            self.session._emit(_records.tool_result(self.call_id, content))
         except Exception as exc:
             internal_error(exc, f"@tool {self.spec.name}")
 
     def fail(self, exc: BaseException) -> None:
         try:
-            self.session._emit(_records.message("tool", _error_text(exc), tool_call_id=self.call_id))
+            self.session._emit(_records.tool_result(self.call_id, _error_text(exc)))
         except Exception as err:
             internal_error(err, f"@tool {self.spec.name}")
 
@@ -210,8 +210,16 @@ def _begin_tool(
     spec: _ToolSpec, session: Session, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> _ToolCall | None:
     try:
-        bound = None if bound_tool_call_id.get() is None else _take_bound(session)
-        return _start_tool(spec, session, instance, args, kwargs, bound)
+        if bound_tool_call_id.get() is not None:
+            return _start_tool(spec, session, instance, args, kwargs, _take_bound(session))
+        # The common case, inline: no bound id.
+        bound_args = spec.binder.bind(instance, args, kwargs)
+        if session._pending:
+            call_id = session._claim_tool_call(spec.name, _LazyCandidates(spec.binder, instance, bound_args))
+            if call_id is not None:
+                return _ToolCall(session, call_id, spec)
+        arguments = json_text(bound_args) if spec.capture_args else "{}"
+        return _ToolCall(session, session._tool_call_then_result(spec.name, arguments), spec)
     except Exception as exc:
         internal_error(exc, f"@tool {spec.name}")
         return None

@@ -256,13 +256,24 @@ def _sanitize(obj: Any, depth: int, seen: set[int]) -> Any:
         seen.discard(oid)
 
 
+# Shortest encoded value that can hold a data URL ("data:;base64," + 16).
+_MIN_MEDIA_JSON = 29
+
+
 def json_text(value: Any) -> str:
     """JSON text of *value* as a ``str`` (for ``content`` and ``arguments``).
 
     Unlike :func:`dumps`, inline media (``data:`` URLs, base64 image blocks)
     is replaced by a short placeholder: this is for user values, not records.
     """
-    out = dumps(value)
+    try:
+        out = orjson.dumps(value, default=_default)
+    except Exception:
+        out = dumps(value)
+    if len(out) < _MIN_MEDIA_JSON:
+        # Too short to hold a data URL or an inline base64 block: the common
+        # case of small tool arguments and results skips the media scan.
+        return out.decode("utf-8")
     try:
         out, structural = scrub_encoded(out)
         if structural:

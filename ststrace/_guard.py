@@ -36,6 +36,9 @@ from ._redact import MAX_SECRET_CHARS, Redactor, apply, marker
 
 FAILED = "[ststrace: field withheld: redaction failed]"
 
+# "data:;base64," and the 16 base64 characters the placeholder pattern needs.
+_MIN_DATA_URL = 29
+
 # Session header fields that identify the trace and are never rewritten.
 _HEADER_FIXED = frozenset({"type", "id", "harness"})
 
@@ -47,7 +50,7 @@ class MessageGuard:
     turns the caps (and media placeholders) off.
     """
 
-    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media")
+    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short")
 
     def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
         if max_field_chars is not None and (isinstance(max_field_chars, bool) or not isinstance(max_field_chars, int)):
@@ -58,6 +61,14 @@ class MessageGuard:
         self.max_field_chars = max_field_chars or None
         self._cap: int = max_field_chars or (1 << 62)
         self._media = self.max_field_chars is not None
+        # Fields shorter than this cannot hold a secret, a data URL or too many
+        # characters: most tool arguments and results skip the guard entirely.
+        short = self._cap + 1
+        if redactor is not None:
+            short = min(short, redactor.min_len)
+        if self._media:
+            short = min(short, _MIN_DATA_URL)
+        self._short = max(short, 1)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -68,22 +79,36 @@ class MessageGuard:
         """*msg*, or a redacted / capped copy of it."""
         # Written out per field (no loop, no helper call on the way in): this
         # runs for every message and most have nothing to change.
-        out = msg
+        short = self._short
         value = msg.get("content")
-        if isinstance(value, str) and value:
+        if type(value) is str and len(value) < short and "reasoningContent" not in msg:
+            # The common record: short content, no reasoning, short or no
+            # tool-call arguments. Nothing to scan.
+            calls = msg.get("toolCalls")
+            if not calls:
+                return msg
+            if type(calls) is list and len(calls) == 1:
+                try:
+                    args = calls[0]["function"]["arguments"]
+                    if type(args) is str and len(args) < short:
+                        return msg
+                except (KeyError, TypeError):
+                    pass
+        out = msg
+        if isinstance(value, str) and len(value) >= short:
             new = self._field(value)
             if new is not value:
                 out = dict(msg)
                 out["content"] = new
         value = msg.get("reasoningContent")
-        if isinstance(value, str) and value:
+        if isinstance(value, str) and len(value) >= short:
             new = self._field(value)
             if new is not value:
                 if out is msg:
                     out = dict(msg)
                 out["reasoningContent"] = new
         calls = msg.get("toolCalls")
-        if calls and isinstance(calls, list):
+        if calls and isinstance(calls, list) and not self._all_short(calls, short):
             new_calls = self._tool_calls(calls)
             if new_calls is not calls:
                 if out is msg:
@@ -183,6 +208,18 @@ class MessageGuard:
             pieces.append(truncation_marker(len(text) - pos))
         return "".join(pieces)
 
+    @staticmethod
+    def _all_short(calls: list[Any], short: int) -> bool:
+        """Whether every call's arguments are too short to need the guard."""
+        try:
+            for call in calls:
+                args = call["function"]["arguments"]
+                if type(args) is not str or len(args) >= short:
+                    return False
+        except (KeyError, TypeError):
+            return False
+        return True
+
     def _tool_calls(self, calls: list[Any]) -> list[Any]:
         out = calls
         for i, call in enumerate(calls):
@@ -192,7 +229,7 @@ class MessageGuard:
             if not isinstance(fn, dict):
                 continue
             args = fn.get("arguments")
-            if not isinstance(args, str) or not args:
+            if not isinstance(args, str) or len(args) < self._short:
                 continue
             new = self.arguments(args)
             if new is args:

@@ -118,6 +118,34 @@ def message(
     return msg
 
 
+# Shapes built on every decorated call, as dict literals: no keyword
+# processing, no optional-field checks.
+
+
+def simple(role: str, content: Any) -> dict[str, Any]:
+    """A user or system message."""
+    return {
+        "role": role,
+        "content": content if type(content) is str else content_text(content),
+        "timestamp": _time_ns() // 1_000_000,
+    }
+
+
+def tool_result(tool_call_id: str, content: str) -> dict[str, Any]:
+    """A tool result; *content* is already text."""
+    return {"role": "tool", "content": content, "toolCallId": tool_call_id, "timestamp": _time_ns() // 1_000_000}
+
+
+def single_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    """An assistant message holding one tool call (*arguments* is JSON text)."""
+    return {
+        "role": "assistant",
+        "content": "",
+        "toolCalls": [{"id": call_id, "function": {"name": name, "arguments": arguments}}],
+        "timestamp": _time_ns() // 1_000_000,
+    }
+
+
 def check_message(raw: Any) -> dict[str, Any]:
     """Validate a raw STS message given to ``Session.record``; returns a clean copy."""
     if not isinstance(raw, Mapping):

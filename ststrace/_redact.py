@@ -338,6 +338,11 @@ class Redactor:
         return any(a <= 1 and b >= len(value) + 1 for _, a, b in _builtin_spans(glued))
 
     @property
+    def min_len(self) -> int:
+        """Text shorter than this cannot contain anything :meth:`find` finds."""
+        return self._min_len
+
+    @property
     def literal_count(self) -> int:
         return len(self._literals)
 

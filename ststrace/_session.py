@@ -13,9 +13,10 @@ from types import TracebackType
 from typing import Any, Iterable, Mapping
 
 import orjson
+from orjson import dumps as _orjson_dumps
 
 from . import _context, _records, _signals
-from ._encode import dumps
+from ._encode import content_text, dumps
 from ._errors import WriteError, internal_error, logger
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
@@ -170,7 +171,10 @@ class Session:
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
         # Recent conversations seen by @llm inputs (several agents may share a session).
         self._conversations: deque[list[int]] = deque(maxlen=_MAX_CONVERSATIONS)
-        self._direct: deque[int] = deque(maxlen=64)
+        # Messages recorded with s.user()/s.system() since the last model call,
+        # so the conversation passed to that call does not record them again.
+        # Fingerprinted only when a model call looks, not on every s.user().
+        self._direct: deque[dict[str, Any]] = deque(maxlen=64)
         self._closed = False
 
     # -- path and file ----------------------------------------------------
@@ -422,18 +426,22 @@ class Session:
         guard = self._guard
         if guard is not None:
             msg = guard.message(msg)
-        writer.append(b'{"type":"message","message":' + dumps(msg) + b"}\n")
+        try:
+            body = _orjson_dumps(msg)
+        except Exception:  # odd values: the encoder's fallbacks never fail
+            body = dumps(msg)
+        writer.append(b'{"type":"message","message":' + body + b"}\n")
 
     def user(self, content: Any) -> None:
         """Record a user turn."""
-        msg = _records.message("user", content)
-        self._direct.append(_fingerprint(msg))
+        msg = _records.simple("user", content)
+        self._direct.append(msg)
         self._emit(msg)
 
     def system(self, content: Any) -> None:
         """Record a system prompt."""
-        msg = _records.message("system", content)
-        self._direct.append(_fingerprint(msg))
+        msg = _records.simple("system", content)
+        self._direct.append(msg)
         self._emit(msg)
 
     def assistant(
@@ -517,9 +525,7 @@ class Session:
         *call_id* keeps an id the caller already has (one bound with
         ``tool_call_id`` for a model call this session never saw)."""
         call_id = call_id or new_tool_call_id()
-        self._emit(
-            _records.message("assistant", "", tool_calls=[_records.tool_call(call_id, name, arguments)])
-        )
+        self._emit(_records.single_call(call_id, name, arguments))
         return call_id
 
     def _record_inputs(self, messages: list[dict[str, Any]]) -> None:
@@ -527,6 +533,7 @@ class Session:
         that this session has not recorded yet (see ``_new_start``)."""
         fps = [_fingerprint(m) for m in messages]
         to_emit: list[dict[str, Any]] = []
+        direct: list[int] | None = None
         with self._state_lock:
             start, slot = _continue_conversation(self._conversations, fps)
             if slot < 0:
@@ -540,10 +547,12 @@ class Session:
                     # Only results of calls still waiting: a result already
                     # recorded by @tool (or one with no call) is skipped.
                     if isinstance(cid, str) and self._pending.pop(cid, None) is not None:
-                        to_emit.append(_records.message("tool", m.get("content"), tool_call_id=cid))
+                        to_emit.append(_records.tool_result(cid, content_text(m.get("content"))))
                 elif role in ("user", "system"):
-                    if fp in self._direct:
-                        self._direct.remove(fp)  # recorded directly with s.user()
+                    if direct is None:
+                        direct = [_fingerprint(d) for d in self._direct]
+                    if fp in direct:
+                        direct.remove(fp)  # recorded directly with s.user()
                         continue
                     to_emit.append(_records.message(role, m.get("content")))
             self._direct.clear()

@@ -110,11 +110,22 @@ class Writer:
         self.durable = durable
         self.max_buffer = max(int(max_buffer), self.buffer_size)
         self._fd: int | None = fd
-        self._lock = threading.Lock()  # guards the buffer and counters
+        # Appends take no lock: list.append is atomic, and the drain below only
+        # removes a prefix (``del chunks[:n]``) while appends add at the end.
+        # The lock and condition serve the slow paths (backpressure, close).
+        self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._io_lock = threading.Lock()  # one writer to the file at a time, in order
         self._chunks: list[bytes] = []
+        # Bytes buffered. Updated without a lock, so concurrent appends may
+        # lose an increment: it only decides *when* to flush, and each drain
+        # subtracts what it took, so the error never accumulates past a line.
         self._size = 0
+        # The unwritten tail of a failed write (whole lines, or the rest of
+        # one): written before anything else; owned by whoever holds _io_lock.
+        self._rest = b""
+        self._drained = 0  # lines taken out of _chunks so far
+        self._waiting = 0  # appenders blocked on backpressure (under _lock)
         self._wake_sent = False
         # append() compares the buffer size with these two numbers only:
         # _limit is max_buffer (-1 once closed), _wake_at the size that wakes
@@ -129,7 +140,6 @@ class Writer:
         self._closed = False
         self._pid = os.getpid()
         # Counters reported by Session.stats().
-        self.records = 0
         self.bytes_written = 0
         self.flushes = 0
         self.write_errors = 0
@@ -141,41 +151,52 @@ class Writer:
 
     def append(self, line: bytes) -> bool:
         """Buffer one whole line. Never raises for disk trouble; False if dropped."""
-        # The hot path of every record: two comparisons, no other branches.
-        # (``with`` rather than acquire/try/finally, which is faster but can
-        # leave the lock held if Ctrl-C lands right after acquire() returns.)
-        with self._lock:
-            if self._size >= self._limit and not self._wait_for_space():
-                self.lost += 1
-                return False
-            self._chunks.append(line)
-            size = self._size = self._size + len(line)
-            self.records += 1
-            if size < self._wake_at:
-                return True
+        # The hot path of every record: no lock, two comparisons.
+        if self._size >= self._limit:
+            return self._append_slow(line)
+        self._chunks.append(line)
+        size = self._size = self._size + len(line)
+        if size >= self._wake_at:
             self._wake_at = _NEVER
             self._wake_sent = True
-        _flusher.wake()
+            _flusher.wake()
         return True
 
-    def _wait_for_space(self) -> bool:
-        # Called with self._lock held. Backpressure while the disk accepts
-        # writes; drop (counted) only when writes are failing.
-        if self._closed:
+    def _append_slow(self, line: bytes) -> bool:
+        """Closed, or the buffer is full: wait for the flusher (backpressure)
+        while the disk accepts writes; drop (counted) when it does not."""
+        with self._lock:
+            if not self._closed and self._wait_for_space():
+                self._chunks.append(line)
+                self._size += len(line)
+                return True
+            self.lost += 1
             return False
+
+    @property
+    def records(self) -> int:
+        """Lines recorded so far (written, buffered or lost on a failed disk)."""
+        return self._drained + len(self._chunks)
+
+    def _wait_for_space(self) -> bool:
+        # Called with self._lock held.
         _flusher.wake()
-        while self._size >= self.max_buffer:
-            if self._failing or self._closed:
-                return False
-            if threading.current_thread() is _flusher.thread:
-                return False
-            self._space.wait(0.05)
+        self._waiting += 1
+        try:
+            while self._size >= self.max_buffer:
+                if self._failing or self._closed:
+                    return False
+                if threading.current_thread() is _flusher.thread:
+                    return False
+                self._space.wait(0.05)
+        finally:
+            self._waiting -= 1
         return True
 
     # -- writing side ----------------------------------------------------
 
     def due(self, now: float) -> bool:
-        return self._size > 0 and (
+        return (self._size > 0 or bool(self._rest)) and (
             self._wake_sent or self.durable or now - self._last_write >= self.flush_interval
         )
 
@@ -185,43 +206,55 @@ class Writer:
             return self._write_locked(fsync)
 
     def _write_locked(self, fsync: bool) -> BaseException | None:
-        with self._lock:
-            chunks, self._chunks = self._chunks, []
-            self._size = 0
-            self._wake_sent = False
-            self._wake_at = self._wake_threshold
-            self._space.notify_all()
+        chunks = self._chunks
+        n = len(chunks)
+        taken = chunks[:n]
+        del chunks[:n]  # appends racing with this land after index n: kept
+        self._drained += n
+        self._wake_sent = False
+        self._wake_at = self._wake_threshold
         self._last_write = time.monotonic()
-        if not chunks:
+        rest = self._rest
+        if not taken and not rest:
             if fsync and self._fd is not None and not self._failing:
                 try:
                     os.fsync(self._fd)
                 except OSError as exc:  # pragma: no cover - fsync on a healthy fd
                     return self._failed(exc)
             return None
-        data = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        if rest:
+            taken.insert(0, rest)
+            self._rest = b""
+        data = taken[0] if len(taken) == 1 else b"".join(taken)
+        del taken
         view = memoryview(data)
         written = 0
         try:
             fd = self._get_fd()
             while written < len(data):
-                n = os.write(fd, view[written:])
-                if n <= 0:  # pragma: no cover - regular files never return 0
+                k = os.write(fd, view[written:])
+                if k <= 0:  # pragma: no cover - regular files never return 0
                     raise OSError(errno.EIO, "write returned 0")
-                written += n
+                written += k
             if fsync or self.durable:
                 os.fsync(fd)
         except OSError as exc:
-            rest = bytes(view[written:])
+            # Keep exactly the unwritten bytes: a line is never split or
+            # written twice, however short the write was.
+            self._rest = bytes(view[written:])
             self.bytes_written += written
-            with self._lock:
-                self._chunks.insert(0, rest)
-                self._size += len(rest)
+            self._size -= written
             return self._failed(exc)
         finally:
             view.release()
         self.bytes_written += written
+        self._size -= written
+        if self._size < 0:  # lost increments of racing appends
+            self._size = 0
         self.flushes += 1
+        if self._waiting:
+            with self._lock:
+                self._space.notify_all()
         if self._failing:
             logger.warning("ststrace: writing %s works again", self.path)
         self._failing = False
@@ -277,11 +310,14 @@ class Writer:
                 self._space.notify_all()
             err = self._write_locked(fsync=True)
             if err is not None:
-                with self._lock:
-                    # What could not be written by now is lost; say how much.
-                    self.lost += sum(c.count(b"\n") for c in self._chunks)
-                    self._chunks = []
-                    self._size = 0
+                # What could not be written by now is lost; say how much.
+                self.lost += self._rest.count(b"\n")
+                self._rest = b""
+            stragglers = len(self._chunks)  # appended while the last write ran
+            if stragglers:
+                self.lost += stragglers
+                del self._chunks[:stragglers]
+            self._size = 0
             self._close_fd()
         _flusher.unregister(self)
         if err is not None:
@@ -308,8 +344,11 @@ class Writer:
         self._lock = threading.Lock()
         self._space = threading.Condition(self._lock)
         self._io_lock = threading.Lock()
+        self._drained += len(self._chunks)
         self._chunks = []
+        self._rest = b""
         self._size = 0
+        self._waiting = 0
         self._wake_sent = False
         self._wake_at = self._wake_threshold
         self._pid = os.getpid()
