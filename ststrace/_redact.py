@@ -220,6 +220,20 @@ _GROUPS: tuple[_Group, ...] = (
     _Group(("B",), re.compile(r"B(?:earer|EARER)[ \t](?P<bearer>)"), {"bearer": (0, (_BEARER,))}),
 )
 
+
+
+def _any_gate(text: str) -> bool:
+    """Whether any group's gate character occurs: one memchr per character,
+    several times faster than a regex character class (and than a per-group
+    loop), and most text has none of them."""
+    return (
+        "-" in text or "_" in text or "B" in text or "J" in text or "K" in text or "S" in text or "z" in text
+    )
+
+
+# _any_gate spells the gates out for speed; keep it in step with _GROUPS.
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz")
+
 #: Every built-in kind, for documentation and tests.
 KINDS: tuple[str, ...] = tuple(
     dict.fromkeys(rule.kind for g in _GROUPS for _, rules in g.branches.values() for rule in rules)
@@ -350,7 +364,11 @@ class Redactor:
         """Secrets in *text* as ``(kind, start, end)``, sorted and non-overlapping."""
         if len(text) < self._min_len:
             return []
-        spans: list[Span] = _builtin_spans(text) if self._builtin else []
+        spans: list[Span] = (
+            _builtin_spans(text)
+            if self._builtin and len(text) >= _MIN_SHAPE and _any_gate(text)
+            else []
+        )
         if not self._literals and not self._custom:
             return _merge(spans) if len(spans) > 1 else spans
         for lit, kind in self._literals:
@@ -418,7 +436,8 @@ def _merge(spans: list[Span]) -> list[Span]:
 
 def _builtin_spans(text: str) -> list[Span]:
     spans: list[Span] = []
-    if len(text) < _MIN_SHAPE:
+    if len(text) < _MIN_SHAPE or not _any_gate(text):
+        # One C-level scan rejects most text: no group's gate character occurs.
         return spans
     for group in _GROUPS:
         for g in group.gate:
