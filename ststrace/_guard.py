@@ -98,11 +98,15 @@ class MessageGuard:
         if isinstance(value, str) and len(value) >= short:
             # The _field fast lane, inlined for the commonest field.
             redactor = self.redactor
-            if (
-                len(value) > self._cap
-                or (self._media and ";" in value and ";base64," in value)
-                or (redactor is not None and redactor.find(value))
-            ):
+            try:
+                work = (
+                    len(value) > self._cap
+                    or (self._media and ";" in value and ";base64," in value)
+                    or (redactor is not None and bool(redactor.find(value)))
+                )
+            except Exception:
+                work = True  # _field fails closed and reports it
+            if work:
                 new = self._field(value)
                 if new is not value:
                     out = dict(msg)
