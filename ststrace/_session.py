@@ -18,6 +18,7 @@ from orjson import dumps as _orjson_dumps
 from . import _context, _records, _signals
 from ._encode import content_text, dumps
 from ._errors import WriteError, internal_error, logger
+from ._guard import make_guard
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
 from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_append
@@ -162,7 +163,7 @@ class Session:
         self._given_id = id
         self.id: str = id if id is not None else new_session_id()
         self.path: Path = self._resolve_path(path)
-        self._guard = None if self.disabled else _make_guard(redact, max_field_chars)
+        self._guard = None if self.disabled else make_guard(redact, max_field_chars)
         self._writer: Writer | None = None
         self._tokens: list[Any] = []
         self._state_lock = threading.Lock()
@@ -575,14 +576,6 @@ def _make_private_dirs(directory: Path) -> None:
         d = d.parent
     for d in reversed(missing):
         d.mkdir(mode=0o700, exist_ok=True)
-
-
-def _make_guard(redact: Any, max_field_chars: int) -> Any:
-    try:
-        from ._guard import make_guard
-    except ImportError:
-        return None
-    return make_guard(redact, max_field_chars)
 
 
 _hooks_installed = False
