@@ -27,6 +27,7 @@ import pytest
 from anthropic.lib.streaming import AsyncMessageStream, MessageStream, MessageStreamManager
 from openai.lib.streaming.chat import ChatCompletionStream
 
+from ststrace._context import in_llm_call
 from ststrace._adapters import accumulate, is_stream, is_wrapped_stream, response_to_message, wrap_stream
 
 
@@ -1029,3 +1030,109 @@ async def test_async_failure_before_any_chunk_records_nothing() -> None:
             pass
     assert excinfo.value is error
     assert rec.calls == []
+
+
+# --------------------------------------------------------------------------- stream managers
+
+
+def _flag_watching_handler(body: bytes, seen: list[bool]) -> Callable[[httpx2.Request], httpx2.Response]:
+    answer = _handler(body)
+
+    def handle(request: httpx2.Request) -> httpx2.Response:
+        seen.append(in_llm_call.get())
+        return answer(request)
+
+    return handle
+
+
+def test_manager_sends_its_request_with_the_llm_call_flag_set() -> None:
+    """openai's manager sends the request through ``create`` at ``__enter__``: that
+    happens with ``in_llm_call`` set (an instrumented create steps aside), and the
+    flag is back to unset for the caller's block."""
+    seen: list[bool] = []
+    client = openai.OpenAI(
+        api_key="test",
+        base_url="http://127.0.0.1:9/v1",
+        max_retries=0,
+        http_client=httpx2.Client(transport=httpx2.MockTransport(_flag_watching_handler(_chat_sse(CHAT_CHUNKS), seen))),
+    )
+    rec = Recorder()
+    with wrap_stream(client.chat.completions.stream(model="m", messages=MESSAGES), rec) as stream:
+        assert seen == [True]
+        assert in_llm_call.get() is False
+        stream.get_final_completion()
+    assert rec.only == CHAT_MESSAGE
+
+
+async def test_async_manager_sends_its_request_with_the_llm_call_flag_set() -> None:
+    """The same for ``async with`` on AsyncMessageStreamManager."""
+    seen: list[bool] = []
+    client = anthropic.AsyncAnthropic(
+        api_key="test",
+        base_url="http://127.0.0.1:9",
+        max_retries=0,
+        http_client=httpx2.AsyncClient(
+            transport=httpx2.MockTransport(_flag_watching_handler(_anthropic_sse(ANTHROPIC_EVENTS), seen))
+        ),
+    )
+    rec = Recorder()
+    async with wrap_stream(client.messages.stream(**ANTHROPIC_ARGS), rec) as stream:
+        assert seen == [True]
+        assert in_llm_call.get() is False
+        await stream.get_final_message()
+    assert rec.only == ANTHROPIC_MESSAGE
+
+
+def test_stream_entered_by_hand_outlives_its_manager() -> None:
+    """``stream = manager.__enter__()`` drops the manager at once; the stream,
+    read afterwards, still records the whole reply, once."""
+    rec = Recorder()
+    stream = wrap_stream(
+        _anthropic(_anthropic_sse(ANTHROPIC_EVENTS)).messages.stream(**ANTHROPIC_ARGS), rec
+    ).__enter__()
+    gc.collect()
+    assert rec.calls == []
+    assert isinstance(stream, MessageStream)
+    assert [event.type for event in stream][-1] == "message_stop"
+    stream.__exit__(None, None, None)
+    del stream
+    gc.collect()
+    assert rec.only == ANTHROPIC_MESSAGE
+
+
+def test_stream_entered_by_hand_then_dropped_records_what_arrived() -> None:
+    """Once both the manager and the stream it handed out are garbage, what
+    arrived is recorded (by the stream's collection, not the manager's)."""
+    rec = Recorder()
+    stream = wrap_stream(
+        _anthropic(_anthropic_sse(ANTHROPIC_EVENTS)).messages.stream(**ANTHROPIC_ARGS), rec
+    ).__enter__()
+    gc.collect()
+    for event in stream:
+        if event.type == "text":
+            break
+    assert rec.calls == []
+    del stream, event
+    gc.collect()
+    assert rec.only == {
+        "role": "assistant",
+        "content": "I'll check ",
+        "reasoningContent": "Two cities.",
+        "model": "claude-sonnet-4-6",
+    }
+
+
+def test_provider_chunks_are_read_through_the_fast_paths() -> None:
+    """Stream chunks and their parts are pydantic models or dicts, which ``get``
+    reads without ``getattr``; ``accumulate`` still merges them the same."""
+    from ststrace._adapters._common import _layouts
+
+    client = _openai(_chat_sse(CHAT_CHUNKS))
+    chunks = list(client.chat.completions.create(model="m", messages=MESSAGES, stream=True))
+    assert accumulate(chunks) == CHAT_MESSAGE
+    delta = chunks[0].choices[0].delta
+    assert delta.model_extra == {"reasoning_content": "The user "}
+    tool_call = chunks[4].choices[0].delta.tool_calls[0]  # type: ignore[index]
+    for obj in (chunks[0], chunks[0].choices[0], delta, tool_call):
+        assert _layouts[type(obj)].kind == "pydantic", type(obj)
+

@@ -239,11 +239,6 @@ def test_stream_manager_never_entered_records_only_the_inputs(
     assert assistants(recorded(path)) == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapter bug: the _ManagerProxy's __del__ finishes the shared StreamState while the "
-    "stream it returned from __enter__ is still alive and unread, so nothing is recorded",
-)
 def test_stream_entered_by_hand_records_the_reply(anthropic_sync: Any, patched: None, tmp_path: Path) -> None:
     """``stream = client.messages.stream(...).__enter__()``: the manager is
     garbage right away, the stream is read afterwards; the reply is recorded."""

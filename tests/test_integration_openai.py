@@ -330,11 +330,6 @@ def test_call_inside_llm_function_is_recorded_once(openai_sync: Any, patched: No
     assert len(messages) == 5
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="adapter bug: _ManagerProxy.__enter__ does not set in_llm_call while the wrapped "
-    "ChatCompletionStreamManager sends the request, so the instrumented create() inside records too",
-)
 def test_llm_function_returning_an_unentered_stream_manager_records_once(
     openai_sync: Any, patched: None, tmp_path: Path
 ) -> None:

@@ -11,6 +11,7 @@ import logging
 import sys
 import uuid
 from collections.abc import Mapping
+from types import GetSetDescriptorType
 from typing import Any
 
 from ststrace import _errors
@@ -36,14 +37,133 @@ def internal_error(where: str) -> None:
 
 
 def get(obj: Any, key: str) -> Any:
-    """``obj[key]`` for mappings, ``obj.key`` otherwise; ``None`` when absent."""
-    if isinstance(obj, Mapping):
+    """``obj[key]`` for mappings, ``obj.key`` otherwise; ``None`` when absent.
+
+    Runs for every field of every stream chunk, so it skips what it safely can:
+    the ``Mapping`` check (an ABC, slow for non-mappings) and, for plain objects
+    and pydantic models, the attribute machinery (a missing pydantic field
+    costs an ``AttributeError`` built and caught in Python). The answer is
+    always what ``getattr(obj, key, None)`` gives.
+    """
+    tp = type(obj)
+    if tp is dict:
         return obj.get(key)
+    layout = _layouts.get(tp)
+    if layout is None:
+        layout = _layout_of(tp)
+    kind = layout.kind
+    if kind is _MAPPING:
+        return obj.get(key)
+    if kind is _SLOW:
+        return _getattr(obj, key)
+    if kind is not _NO_DICT:
+        try:
+            value = obj.__dict__.get(key, _ABSENT)
+        except Exception:
+            return _getattr(obj, key)
+        if value is not _ABSENT:
+            return value if key not in layout.shadowing else _getattr(obj, key)
+    if key in layout.names:
+        return _getattr(obj, key)
+    if kind is not _PYDANTIC:
+        return None
+    # Neither an instance nor a class attribute: pydantic's __getattr__ reads
+    # the extra fields next.
+    try:
+        extra = obj.__pydantic_extra__
+    except AttributeError:
+        return None
+    return extra.get(key) if extra else None
+
+
+def _getattr(obj: Any, key: str) -> Any:
     try:
         return getattr(obj, key, None)
     except Exception:
         # Some objects compute attributes lazily and may raise anything.
         return None
+
+
+_ABSENT: Any = object()
+_MAPPING, _PLAIN, _NO_DICT, _PYDANTIC, _SLOW = "mapping", "plain", "no dict", "pydantic", "slow"
+
+
+class _Layout:
+    """How :func:`get` reads the attributes of one type.
+
+    ``_PLAIN`` (instances have a ``__dict__``) and ``_NO_DICT`` (they have
+    none): ``object.__getattribute__`` and no ``__getattr__``, so an attribute
+    is the instance ``__dict__`` entry unless a data descriptor of the class
+    shadows it, else a class attribute, else missing. ``_PYDANTIC``: the same,
+    then pydantic's ``BaseModel.__getattr__``, which, for a name that is neither
+    a private nor a class attribute, reads the extra fields. ``_SLOW``: anything
+    else, through ``getattr``.
+    """
+
+    __slots__ = ("kind", "names", "shadowing")
+
+    def __init__(self, kind: str, names: frozenset[str] = frozenset(), shadowing: frozenset[str] = frozenset()) -> None:
+        self.kind = kind
+        self.names = names  # class attributes (and pydantic private attributes): getattr() decides
+        self.shadowing = shadowing  # data descriptors, which win over the instance __dict__
+
+
+# Types are few (one per chunk or message class); the cap only guards against
+# classes made on the fly (pydantic ``create_model`` in a loop).
+_MAX_LAYOUTS = 1024
+_layouts: dict[type, _Layout] = {}
+
+
+def _layout_of(tp: type) -> _Layout:
+    try:
+        layout = _inspect_type(tp)
+    except Exception:
+        layout = _Layout(_SLOW)
+    if len(_layouts) >= _MAX_LAYOUTS:
+        _layouts.clear()
+    _layouts[tp] = layout
+    return layout
+
+
+def _inspect_type(tp: type) -> _Layout:
+    if issubclass(tp, Mapping):
+        return _Layout(_MAPPING)
+    if tp.__getattribute__ is not object.__getattribute__:
+        return _Layout(_SLOW)
+    names: set[str] = set()
+    shadowing: set[str] = set()
+    for klass in reversed(tp.__mro__):
+        # The most derived class decides, as in attribute lookup.
+        for name, value in vars(klass).items():
+            names.add(name)
+            descriptor = type(value)
+            if hasattr(descriptor, "__set__") or hasattr(descriptor, "__delete__"):
+                shadowing.add(name)
+            else:
+                shadowing.discard(name)
+    has_dict = tp.__dictoffset__ != 0
+    if has_dict and not isinstance(_first_in_mro(tp, "__dict__"), GetSetDescriptorType):
+        return _Layout(_SLOW)  # a class redefines __dict__: obj.__dict__ may not be the real one
+    owner = next((k for k in tp.__mro__ if "__getattr__" in vars(k)), None)
+    if owner is None:
+        kind = _PLAIN if has_dict else _NO_DICT
+    elif owner.__module__ == "pydantic.main" and owner.__qualname__ == "BaseModel":
+        private = getattr(tp, "__private_attributes__", None)
+        if not isinstance(private, Mapping) or not has_dict:
+            return _Layout(_SLOW)
+        names.update(private)
+        kind = _PYDANTIC
+    else:
+        return _Layout(_SLOW)
+    return _Layout(kind, frozenset(names), frozenset(shadowing))
+
+
+def _first_in_mro(tp: type, name: str) -> Any:
+    for klass in tp.__mro__:
+        attributes = vars(klass)
+        if name in attributes:
+            return attributes[name]
+    return None
 
 
 def first_str(obj: Any, *keys: str) -> str:

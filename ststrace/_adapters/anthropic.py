@@ -83,7 +83,10 @@ class AnthropicAccumulator:
         return bool(self._blocks) or self.final is not None
 
     def add(self, event: Any) -> None:
-        kind = get(event, "type")
+        self.add_event(get(event, "type"), event)
+
+    def add_event(self, kind: Any, event: Any) -> None:
+        """:meth:`add` for a caller that has read ``event``'s ``type`` already."""
         if kind == "message_start":
             message = get(event, "message")
             model = get(message, "model")

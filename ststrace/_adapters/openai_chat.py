@@ -68,10 +68,15 @@ class ChatAccumulator:
         return bool(self._content or self._reasoning or self._refusal or self._calls)
 
     def add(self, chunk: Any) -> None:
-        model = get(chunk, "model")
-        if isinstance(model, str) and model and not self.model:
-            self.model = model
-        for choice in get(chunk, "choices") or ():
+        self.add_choices(chunk, get(chunk, "choices"))
+
+    def add_choices(self, chunk: Any, choices: Any) -> None:
+        """:meth:`add` for a caller that has read ``chunk``'s ``choices`` already."""
+        if not self.model:
+            model = get(chunk, "model")
+            if isinstance(model, str) and model:
+                self.model = model
+        for choice in choices or ():
             if get(choice, "index") not in (0, None):
                 continue  # n > 1: the first choice is the conversation
             delta = get(choice, "delta")

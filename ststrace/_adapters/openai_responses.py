@@ -100,7 +100,10 @@ class ResponsesAccumulator:
         return slot
 
     def add(self, event: Any) -> None:
-        kind = get(event, "type")
+        self.add_event(get(event, "type"), event)
+
+    def add_event(self, kind: Any, event: Any) -> None:
+        """:meth:`add` for a caller that has read ``event``'s ``type`` already."""
         response = get(event, "response")
         if response is not None:
             model = get(response, "model")

@@ -17,6 +17,8 @@ from typing import Any
 
 import wrapt
 
+from ststrace._context import in_llm_call
+
 from ._common import Message, assistant_message, get, internal_error
 from .anthropic import EVENT_TYPES as _ANTHROPIC_EVENTS
 from .anthropic import AnthropicAccumulator
@@ -47,14 +49,15 @@ class Accumulator:
                 if inner is not None:
                     self.chat.add(inner)
             elif kind.startswith("response."):
-                self.responses.add(chunk)
+                self.responses.add_event(kind, chunk)
             elif kind in _ANTHROPIC_EVENTS:
-                self.anthropic.add(chunk)
+                self.anthropic.add_event(kind, chunk)
             # Other typed events (anthropic "text", openai "content.delta", ...)
             # repeat what the raw events carry.
             return
-        if get(chunk, "choices") is not None:
-            self.chat.add(chunk)
+        choices = get(chunk, "choices")
+        if choices is not None:
+            self.chat.add_choices(chunk, choices)
 
     def result(self) -> Message:
         for acc in (self.anthropic, self.responses, self.chat):
@@ -430,17 +433,47 @@ class _DualStreamProxy(_SyncStreamProxy, _AsyncStreamProxy):
 
 
 class _ManagerProxy(_Proxy):
-    """A ``*StreamManager``: the request and the stream begin at ``__enter__``."""
+    """A ``*StreamManager``: the request and the stream begin at ``__enter__``.
+
+    The request is sent with ``in_llm_call`` set: a manager that sends it
+    through an instrumented ``create`` (openai's ``chat.completions.stream()``)
+    is already being recorded, by whoever wrapped it.
+    """
+
+    _self_handed_out: bool
+
+    def __init__(self, wrapped: Any, state: StreamState) -> None:
+        super().__init__(wrapped, state)
+        self._self_handed_out = False
 
     def _self_adopt(self, entered: Any) -> Any:
         state = self._self_state
         state.start(entered)
         if entered is self.__wrapped__:
             return self
-        return (_stream_proxy_class(entered) or _SyncStreamProxy)(entered, state)
+        proxy = (_stream_proxy_class(entered) or _SyncStreamProxy)(entered, state)
+        # From now on the stream proxy ends the stream (exhausted, closed,
+        # exited or collected); the manager only by its own __exit__.
+        self._self_handed_out = True
+        return proxy
+
+    def __del__(self) -> None:
+        # Not once a stream proxy was handed out: ``stream = manager.__enter__()``
+        # drops the manager at once, while the stream is still to be read.
+        try:
+            handed_out = self._self_handed_out
+        except Exception:
+            handed_out = False
+        if not handed_out:
+            super().__del__()
 
     def __enter__(self) -> Any:
-        return self._self_adopt(self.__wrapped__.__enter__())
+        token = in_llm_call.set(True)
+        try:
+            entered = self.__wrapped__.__enter__()
+        finally:
+            in_llm_call.reset(token)
+        return self._self_adopt(entered)
 
     def __exit__(self, *exc_info: Any) -> Any:
         try:
@@ -449,7 +482,12 @@ class _ManagerProxy(_Proxy):
             self._self_state.abandon()
 
     async def __aenter__(self) -> Any:
-        return self._self_adopt(await self.__wrapped__.__aenter__())
+        token = in_llm_call.set(True)
+        try:
+            entered = await self.__wrapped__.__aenter__()
+        finally:
+            in_llm_call.reset(token)
+        return self._self_adopt(entered)
 
     async def __aexit__(self, *exc_info: Any) -> Any:
         try:
