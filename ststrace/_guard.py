@@ -32,7 +32,7 @@ import orjson
 from ._encode import dumps
 from ._errors import internal_error
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
-from ._redact import MAX_SECRET_CHARS, Redactor, apply, marker
+from ._redact import MAX_SECRET_CHARS, Redactor, apply, default_redactor, marker
 
 FAILED = "[ststrace: field withheld: redaction failed]"
 
@@ -407,7 +407,8 @@ def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000)
     if isinstance(redact, Redactor):
         redactor = redact
     elif redact is True:
-        redactor = None if _env_off() else Redactor()
+        # Shared, and rebuilt only when the environment changed: see default_redactor.
+        redactor = None if _env_off() else default_redactor()
     elif redact is False or redact is None:
         redactor = None
     else:
