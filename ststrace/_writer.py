@@ -2,18 +2,15 @@
 
 Design:
 
-* Callers hand over finished lines (bytes ending in ``\\n``). ``append``
-  takes no lock and only appends to a list, so recording from an event loop
-  never touches the disk.
+* Callers hand over finished lines (bytes ending in ``\\n``). ``append`` only
+  takes a lock and appends to a list, so recording from an event loop never
+  touches the disk.
 * One daemon thread per process (:class:`_Flusher`) writes buffers that are due
   (size reached, ``flush_interval`` elapsed, or ``durable``). ``flush()`` and
   ``close()`` write in the caller's thread.
 * Writes go to a descriptor opened with ``O_APPEND``. A short or failed write
   puts the unwritten remainder back at the front of the buffer, so a line is
   never broken or written twice.
-* A large buffer goes out in slices (each about half a millisecond of work
-  under the GIL, at most about 1 MiB) with a write between them: an event loop
-  on another thread keeps running, and the buffer is never copied whole.
 * Descriptors are pooled (:class:`_FdPool`): thousands of idle sessions do not
   pin thousands of file descriptors.
 * After ``fork()`` the child drops the parent's unwritten bytes (they are the
@@ -37,34 +34,6 @@ _NEVER = 1 << 62
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
-
-# The flusher holds the GIL while it takes lines off the buffer, joins and
-# frees them: from about 0.1 us a line when they are fresh in the CPU cache
-# to several us when a starved flusher reaches lines recorded seconds ago. So
-# lines go out in slices sized to take about _HOLD of CPU each (and at most
-# _SLICE_LINES lines, about _SLICE_BYTES), with a write between two slices,
-# which lets a waiting thread (an event loop's) run.
-_HOLD = 0.0005
-_SLICE_LINES = 8192
-_SLICE_BYTES = 1 << 20
-_FIRST_SLICE = 256
-
-# A thread that lets go of the GIL only for quick system calls (a write to the
-# page cache, an open, a close) takes it straight back: a thread waiting for
-# it wakes too late and waits again, for as long as the quick calls go on (the
-# "convoy effect"). So after each _BUSY of CPU time spent writing, ststrace
-# sleeps for _PAUSE: long enough for a waiting thread to take the GIL.
-_BUSY = 0.001
-_PAUSE = 0.0002
-
-
-def _pause_if_busy(since: float) -> float:
-    """Sleep if this thread used more than _BUSY of CPU since *since*; the new mark."""
-    now = time.thread_time()
-    if now - since < _BUSY:
-        return since
-    time.sleep(_PAUSE)
-    return time.thread_time()
 
 
 def create_exclusive(path: Path) -> int:
@@ -156,7 +125,6 @@ class Writer:
         # one): written before anything else; owned by whoever holds _io_lock.
         self._rest = b""
         self._drained = 0  # lines taken out of _chunks so far
-        self._step = _FIRST_SLICE  # lines per slice, tuned as it writes (_write_locked)
         self._waiting = 0  # appenders blocked on backpressure (under _lock)
         self._wake_sent = False
         # append() compares the buffer size with these two numbers only:
@@ -239,65 +207,48 @@ class Writer:
 
     def _write_locked(self, fsync: bool) -> BaseException | None:
         chunks = self._chunks
-        # Lines appended while this runs land after these and wait for next time.
-        left = len(chunks)
+        n = len(chunks)
+        taken = chunks[:n]
+        del chunks[:n]  # appends racing with this land after index n: kept
+        self._drained += n
         self._wake_sent = False
         self._wake_at = self._wake_threshold
         self._last_write = time.monotonic()
-        if not left and not self._rest:
+        rest = self._rest
+        if not taken and not rest:
             if fsync and self._fd is not None and not self._failing:
                 try:
                     os.fsync(self._fd)
                 except OSError as exc:  # pragma: no cover - fsync on a healthy fd
                     return self._failed(exc)
             return None
-        data = self._rest  # the unwritten tail of a failed write goes first
-        self._rest = b""
+        if rest:
+            taken.insert(0, rest)
+            self._rest = b""
+        data = taken[0] if len(taken) == 1 else b"".join(taken)
+        del taken
+        view = memoryview(data)
         written = 0
-        step = max(1, min(self._step, _SLICE_BYTES * left // max(self._size, 1)))
-        busy = time.thread_time()
         try:
             fd = self._get_fd()
-            while True:
-                if data:
-                    view = memoryview(data)
-                    try:
-                        while written < len(data):
-                            k = os.write(fd, view[written:])
-                            if k <= 0:  # pragma: no cover - regular files never return 0
-                                raise OSError(errno.EIO, "write returned 0")
-                            written += k
-                    finally:
-                        view.release()
-                    self.bytes_written += written
-                    self._size -= written
-                    data, written = b"", 0
-                    busy = _pause_if_busy(busy)
-                if not left:
-                    break
-                start = time.thread_time()
-                k = min(left, step)
-                part = chunks[:k]
-                del chunks[:k]  # a prefix only: concurrent appends go to the end
-                self._drained += k
-                left -= k
-                data = part[0] if k == 1 else b"".join(part)
-                del part  # frees the lines: part of the slice's cost
-                # The next slice: about _HOLD of CPU at this slice's cost per
-                # line (moving by at most 2x at a time), and about _SLICE_BYTES.
-                spent = max(time.thread_time() - start, 1e-6)
-                by_time = max(16, step // 2, min(2 * step, int(k * _HOLD / spent)))
-                step = self._step = max(1, min(_SLICE_LINES, by_time, k * _SLICE_BYTES // len(data)))
+            while written < len(data):
+                k = os.write(fd, view[written:])
+                if k <= 0:  # pragma: no cover - regular files never return 0
+                    raise OSError(errno.EIO, "write returned 0")
+                written += k
             if fsync or self.durable:
                 os.fsync(fd)
         except OSError as exc:
             # Keep exactly the unwritten bytes: a line is never split or
-            # written twice, however short the write was. Lines not taken yet
-            # stay in the buffer, behind this tail.
+            # written twice, however short the write was.
+            self._rest = bytes(view[written:])
             self.bytes_written += written
             self._size -= written
-            self._rest = data[written:]
             return self._failed(exc)
+        finally:
+            view.release()
+        self.bytes_written += written
+        self._size -= written
         if self._size < 0:  # lost increments of racing appends
             self._size = 0
         self.flushes += 1
@@ -362,8 +313,7 @@ class Writer:
                 # What could not be written by now is lost; say how much.
                 self.lost += self._rest.count(b"\n")
                 self._rest = b""
-            # Appended while the last write ran, or not reached before it failed.
-            stragglers = len(self._chunks)
+            stragglers = len(self._chunks)  # appended while the last write ran
             if stragglers:
                 self.lost += stragglers
                 del self._chunks[:stragglers]
@@ -449,14 +399,12 @@ class _Flusher:
             event.wait(self._tick())
             event.clear()
             now = time.monotonic()
-            busy = time.thread_time()
             with self._lock:
                 writers = list(self._writers)
             for w in writers:
                 try:
                     if w.due(now) and not w.closed:
                         w.write_out()
-                        busy = _pause_if_busy(busy)
                 except Exception as exc:  # never let the flusher die
                     internal_error(exc, "flusher")
 
