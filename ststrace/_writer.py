@@ -2,15 +2,17 @@
 
 Design:
 
-* Callers hand over finished lines (bytes ending in ``\\n``). ``append`` only
-  takes a lock and appends to a list, so recording from an event loop never
-  touches the disk.
+* Callers hand over finished lines (bytes ending in ``\\n``). ``append``
+  adds the line to a list and takes no lock, so recording from an event loop
+  never touches the disk.
 * One daemon thread per process (:class:`_Flusher`) writes buffers that are due
   (size reached, ``flush_interval`` elapsed, or ``durable``). ``flush()`` and
   ``close()`` write in the caller's thread.
-* Writes go to a descriptor opened with ``O_APPEND``. A short or failed write
-  puts the unwritten remainder back at the front of the buffer, so a line is
-  never broken or written twice.
+* Writes go to a descriptor opened with ``O_APPEND``, in slices of about
+  _SLICE_BYTES. A short or failed write keeps the unwritten remainder for the
+  next write, so a line is never broken or written twice.
+* A recording thread that keeps the GIL busy (an event loop that never
+  idles) lends it to the flusher now and then (:meth:`_Flusher.lend`).
 * Descriptors are pooled (:class:`_FdPool`): thousands of idle sessions do not
   pin thousands of file descriptors.
 * After ``fork()`` the child drops the parent's unwritten bytes (they are the
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import errno
 import os
+import sys
 import threading
 import time
 from pathlib import Path
@@ -29,7 +32,29 @@ from typing import Any
 from ._errors import WriteError, internal_error, logger
 
 DEFAULT_MAX_BUFFER = 64 * 1024 * 1024
-_NEVER = 1 << 62
+# A buffer that grew by this much after it woke the flusher, without being
+# written in between, lends the flusher the GIL (see _Flusher.lend).
+_LEND_STEP = 32 * 1024
+
+# A large buffer goes out in slices of about this many bytes, with a write
+# call (which releases the GIL) between two. Taking a slice holds the GIL,
+# while an event loop on another thread may be waiting for it: a slice is also
+# cut to about _SLICE_SECONDS of work. (Lines made a while ago on another CPU
+# can cost the writer microseconds each to join and free, against 0.1 us for
+# fresh ones; joining them in the recording thread instead was measured to
+# lengthen the loop's own stalls more than it saved.)
+_SLICE_BYTES = 1 << 18
+_SLICE_SECONDS = 0.0005
+
+
+class _Slice:
+    # Lines per slice, tuned as slices are written: one figure for the
+    # process, as the cost of a line depends more on the machine and on the
+    # age of the lines than on the file.
+    lines = 64
+
+
+_slice = _Slice()
 
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
@@ -110,7 +135,7 @@ class Writer:
         self.durable = durable
         self.max_buffer = max(int(max_buffer), self.buffer_size)
         self._fd: int | None = fd
-        # Appends take no lock: list.append is atomic, and the drain below only
+        # Appends take no lock: list.append is atomic, and the writer only
         # removes a prefix (``del chunks[:n]``) while appends add at the end.
         # The lock and condition serve the slow paths (backpressure, close).
         self._lock = threading.Lock()
@@ -129,10 +154,10 @@ class Writer:
         self._wake_sent = False
         # append() compares the buffer size with these two numbers only:
         # _limit is max_buffer (-1 once closed), _wake_at the size that wakes
-        # the flusher (_NEVER once it has been woken for this batch).
+        # the flusher (then, each _LEND_STEP further, lends it the GIL).
         self._limit = self.max_buffer
         self._wake_threshold = 0 if durable else self.buffer_size
-        self._wake_at = self._wake_threshold
+        self._wake_at = min(self._wake_threshold, _LEND_STEP)
         self._last_write = time.monotonic()
         self._failing = False
         self._last_error: BaseException | None = None
@@ -157,10 +182,20 @@ class Writer:
         self._chunks.append(line)
         size = self._size = self._size + len(line)
         if size >= self._wake_at:
-            self._wake_at = _NEVER
+            self._grown(size)
+        return True
+
+    def _grown(self, size: int) -> None:
+        """Past the flush size, wake the flusher; each _LEND_STEP further
+        without a write in between, lend it the GIL."""
+        self._wake_at = size + _LEND_STEP
+        if size < self._wake_threshold:
+            return
+        if self._wake_sent:
+            _flusher.lend()
+        else:
             self._wake_sent = True
             _flusher.wake()
-        return True
 
     def _append_slow(self, line: bytes) -> bool:
         """Closed, or the buffer is full: wait for the flusher (backpressure)
@@ -180,8 +215,9 @@ class Writer:
 
     def _wait_for_space(self) -> bool:
         # Called with self._lock held.
-        _flusher.wake()
         self._waiting += 1
+        _flusher.blocked += 1  # under a writer's lock only: may race, see must_pause
+        _flusher.wake()
         try:
             while self._size >= self.max_buffer:
                 if self._failing or self._closed:
@@ -191,6 +227,7 @@ class Writer:
                 self._space.wait(0.05)
         finally:
             self._waiting -= 1
+            _flusher.blocked -= 1
         return True
 
     # -- writing side ----------------------------------------------------
@@ -200,55 +237,82 @@ class Writer:
             self._wake_sent or self.durable or now - self._last_write >= self.flush_interval
         )
 
-    def write_out(self, *, fsync: bool = False) -> BaseException | None:
-        """Write everything buffered; returns the error instead of raising."""
-        with self._io_lock:
-            return self._write_locked(fsync)
+    def write_out(self, *, fsync: bool = False, deadline: float | None = None) -> BaseException | None:
+        """Write what is buffered; returns the error instead of raising.
 
-    def _write_locked(self, fsync: bool) -> BaseException | None:
+        With a *deadline* (``time.monotonic()``), stop taking lines once it
+        has passed: the rest stays buffered, in order, and the buffer stays due.
+        """
+        with self._io_lock:
+            return self._write_locked(fsync, deadline)
+
+    def _write_locked(self, fsync: bool, deadline: float | None = None) -> BaseException | None:
         chunks = self._chunks
-        n = len(chunks)
-        taken = chunks[:n]
-        del chunks[:n]  # appends racing with this land after index n: kept
-        self._drained += n
+        # Only what is buffered now: lines appended while this runs wait for
+        # next time, so a fast producer cannot keep the writer here forever.
+        left = len(chunks)
         self._wake_sent = False
-        self._wake_at = self._wake_threshold
+        self._wake_at = min(self._wake_threshold, _LEND_STEP)
         self._last_write = time.monotonic()
-        rest = self._rest
-        if not taken and not rest:
+        if not left and not self._rest:
             if fsync and self._fd is not None and not self._failing:
                 try:
                     os.fsync(self._fd)
                 except OSError as exc:  # pragma: no cover - fsync on a healthy fd
                     return self._failed(exc)
             return None
-        if rest:
-            taken.insert(0, rest)
-            self._rest = b""
-        data = taken[0] if len(taken) == 1 else b"".join(taken)
-        del taken
-        view = memoryview(data)
+        data = self._rest  # the unwritten tail of a failed write goes first
+        self._rest = b""
         written = 0
+        step = _slice.lines
         try:
             fd = self._get_fd()
-            while written < len(data):
-                k = os.write(fd, view[written:])
-                if k <= 0:  # pragma: no cover - regular files never return 0
-                    raise OSError(errno.EIO, "write returned 0")
-                written += k
+            while True:
+                if data:
+                    view = memoryview(data)
+                    try:
+                        while written < len(data):
+                            k = os.write(fd, view[written:])
+                            if k <= 0:  # pragma: no cover - regular files never return 0
+                                raise OSError(errno.EIO, "write returned 0")
+                            written += k
+                    finally:
+                        view.release()
+                    self.bytes_written += written
+                    self._size -= written
+                    data, written = b"", 0
+                    if self._waiting:
+                        with self._lock:
+                            self._space.notify_all()
+                if not left:
+                    break
+                if deadline is not None and _flusher.must_pause(deadline):
+                    self._wake_sent = True  # what is left is still due
+                    break
+                start = time.thread_time()
+                k = min(left, step)
+                part = chunks[:k]
+                del chunks[:k]  # a prefix only: appends racing with this go to the end
+                self._drained += k
+                left -= k
+                data = part[0] if k == 1 else b"".join(part)
+                del part  # frees the lines: part of the slice's cost
+                # The next slice: about _SLICE_SECONDS of CPU at this one's
+                # cost per line (growing at most 2x at a time), and about
+                # _SLICE_BYTES.
+                spent = max(time.thread_time() - start, 1e-7)
+                by_time = max(16, min(2 * step, int(k * _SLICE_SECONDS / spent)))
+                step = _slice.lines = max(1, min(by_time, k * _SLICE_BYTES // max(len(data), 1)))
             if fsync or self.durable:
                 os.fsync(fd)
         except OSError as exc:
             # Keep exactly the unwritten bytes: a line is never split or
-            # written twice, however short the write was.
-            self._rest = bytes(view[written:])
+            # written twice, however short the write was. Lines not taken yet
+            # stay in the buffer, behind this tail.
             self.bytes_written += written
             self._size -= written
+            self._rest = data[written:]
             return self._failed(exc)
-        finally:
-            view.release()
-        self.bytes_written += written
-        self._size -= written
         if self._size < 0:  # lost increments of racing appends
             self._size = 0
         self.flushes += 1
@@ -313,10 +377,12 @@ class Writer:
                 # What could not be written by now is lost; say how much.
                 self.lost += self._rest.count(b"\n")
                 self._rest = b""
-            stragglers = len(self._chunks)  # appended while the last write ran
-            if stragglers:
-                self.lost += stragglers
-                del self._chunks[:stragglers]
+            # Appended while the last write ran, or not reached before it failed.
+            n = len(self._chunks)
+            if n:
+                self.lost += sum(c.count(b"\n") for c in self._chunks[:n])
+                del self._chunks[:n]
+                self._drained += n
             self._size = 0
             self._close_fd()
         _flusher.unregister(self)
@@ -337,7 +403,7 @@ class Writer:
             "flushes": self.flushes,
             "write_errors": self.write_errors,
             "lost": self.lost,
-            "buffered_bytes": self._size,
+            "buffered_bytes": self._size + len(self._rest),
         }
 
     def _after_fork_in_child(self) -> None:
@@ -350,7 +416,7 @@ class Writer:
         self._size = 0
         self._waiting = 0
         self._wake_sent = False
-        self._wake_at = self._wake_threshold
+        self._wake_at = min(self._wake_threshold, _LEND_STEP)
         self._pid = os.getpid()
         # The descriptor is shared with the parent; reopen on demand instead.
         fd, self._fd = self._fd, None
@@ -365,13 +431,26 @@ class _Flusher:
     """The one background thread per process that writes due buffers."""
 
     TICK = 0.1
+    LEND_BUDGET = 0.0005
+    LEND_GAP = 0.004
+    PASS_BUDGET = 0.001
+    BUSY_WINDOW = 0.05
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._writers: set[Writer] = set()
-        self._event = threading.Event()
+        self._event = threading.Event()  # buffers are due
+        self._lent = threading.Event()  # a recording thread lends the GIL
         self.thread: threading.Thread | None = None
+        self._ident = 0  # the flusher thread's, once it runs
         self._pid = os.getpid()
+        self._loan: threading.Event | None = None
+        self._next_loan = 0.0
+        self._lent_at = -1.0
+        self._ran_at = 0.0  # when the flusher thread last held the GIL, roughly
+        self.loans = 0  # times a recording thread lent the flusher the GIL
+        self.blocked = 0  # recording threads waiting for buffer space
+        self._cut = False  # the last pass stopped early
 
     def register(self, writer: Writer) -> None:
         with self._lock:
@@ -386,6 +465,8 @@ class _Flusher:
 
     def wake(self) -> None:
         self._event.set()
+        if self.blocked > 0:
+            self._lent.set()  # a busy flusher may be waiting for a loan
 
     def _tick(self) -> float:
         with self._lock:
@@ -393,20 +474,79 @@ class _Flusher:
                 return 1.0
             return max(0.005, min(self.TICK, min(w.flush_interval for w in self._writers) / 2))
 
+    def lend(self) -> None:
+        """Give the flusher the GIL for a moment, from a recording thread whose
+        buffer keeps growing while the flusher does not write it.
+
+        CPython hands the GIL to a waiting thread once the switch interval
+        (5 ms) passes *without any switch*. An event loop that never idles
+        releases the GIL for an instant at every iteration (its ``select``
+        call) and takes it straight back: each time, the flusher's wait starts
+        over, and it may not run for seconds while buffers grow. So the
+        recording thread waits here, the GIL released, while the flusher
+        writes for up to LEND_BUDGET, at most once every LEND_GAP: the thread
+        keeps most of its time, and the flusher gets enough to keep up.
+        """
+        now = time.monotonic()
+        if now < self._next_loan or threading.get_ident() == self._ident:
+            return
+        # A thread that never releases the GIL on its own is made to by
+        # CPython within two switch intervals: no need to lend then.
+        if now - self._ran_at < sys.getswitchinterval():
+            return
+        self._next_loan = now + self.LEND_GAP
+        self._lent_at = now
+        loan = threading.Event()
+        self._loan = loan
+        self._lent.set()
+        self._event.set()
+        loan.wait(self.LEND_BUDGET)
+        self.loans += 1
+
+    def must_pause(self, deadline: float) -> bool:
+        """Whether a pass past *deadline* should stop and give the GIL back.
+
+        Only while recording threads lend the GIL (they keep it busy, and the
+        flusher is behind). Then the flusher must not hold on to it: coming
+        back from each short write call, it would take the GIL again before
+        the thread waiting for it (an event loop) wakes up. Never while a
+        recording thread waits for buffer space: it needs the writes, not
+        the GIL. (``blocked`` may be off by one after racing updates from two
+        writers; it is only a hint, and its worst effect is a cut pass.)
+        """
+        now = time.monotonic()
+        return now >= deadline and now - self._lent_at < self.BUSY_WINDOW and self.blocked <= 0
+
     def _run(self) -> None:
-        event = self._event
+        self._ident = threading.get_ident()
         while True:
-            event.wait(self._tick())
-            event.clear()
-            now = time.monotonic()
+            # While recording threads lend the GIL, write when they do (or on
+            # the tick), rather than compete with them for it.
+            busy = time.monotonic() - self._lent_at < self.BUSY_WINDOW and self.blocked <= 0
+            (self._lent if busy else self._event).wait(self._tick())
+            self._event.clear()
+            self._lent.clear()
+            loan, self._loan = self._loan, None
+            now = self._ran_at = time.monotonic()
+            deadline = now + (self.LEND_BUDGET if loan is not None else self.PASS_BUDGET)
             with self._lock:
                 writers = list(self._writers)
+            if self._cut:  # longest waiting first, so a pass cut short moves on
+                writers.sort(key=_last_write)
+            self._cut = False
             for w in writers:
                 try:
                     if w.due(now) and not w.closed:
-                        w.write_out()
+                        w.write_out(deadline=deadline)
                 except Exception as exc:  # never let the flusher die
                     internal_error(exc, "flusher")
+                self._ran_at = time.monotonic()
+                if self.must_pause(deadline):
+                    self._event.set()  # the rest is still due
+                    self._cut = True
+                    break
+            if loan is not None:
+                loan.set()
 
     def writers(self) -> list[Writer]:
         with self._lock:
@@ -415,12 +555,23 @@ class _Flusher:
     def _after_fork_in_child(self) -> None:
         self._lock = threading.Lock()
         self._event = threading.Event()
+        self._lent = threading.Event()
         self.thread = None
+        self._ident = 0
+        self._loan = None
+        self._next_loan = 0.0
+        self._lent_at = -1.0
+        self.blocked = 0
+        self._cut = False
         for w in list(self._writers):
             w._after_fork_in_child()
         if self._writers:
             self.thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
             self.thread.start()
+
+
+def _last_write(w: Writer) -> float:
+    return w._last_write
 
 
 _flusher = _Flusher()

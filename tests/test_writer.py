@@ -6,6 +6,7 @@ The full-filesystem case with recovery lives in ``reliability/test_disk_full.py`
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import subprocess
@@ -19,6 +20,7 @@ import orjson
 import pytest
 
 from ststrace import Session, WriteError, read, validate
+from ststrace import _writer
 from ststrace._writer import Writer, _fd_pool, _flusher
 
 DEV_FULL = Path("/dev/full")
@@ -338,3 +340,145 @@ def test_recording_on_an_event_loop_does_no_file_io(tmp_path: Path) -> None:
     assert out.stdout.strip() == "ok"
     for i in (0, 1, 57, 99):
         assert len(read(tmp_path / f"s{i}.jsonl").messages) == 50
+
+
+# -- slices, loans: a writer that shares the GIL ----------------------------------
+
+
+def _recording_writes(monkeypatch: pytest.MonkeyPatch, path: Path) -> list[int]:
+    """Sizes of the os.write calls made to *path* (the real call still runs)."""
+    sizes: list[int] = []
+    real_write = os.write
+    target = os.stat(path).st_ino
+
+    def write(fd: int, data: bytes | memoryview) -> int:
+        if os.fstat(fd).st_ino == target:
+            sizes.append(len(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", write)
+    return sizes
+
+
+def test_a_large_buffer_is_written_in_bounded_slices_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 12 MB buffer goes out in slices of about _SLICE_BYTES (each taken with
+    the GIL held for a bounded time), every line once and in order."""
+    path = tmp_path / "big.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    w = Writer(path, fd, flush_interval=60, buffer_size=1 << 30, max_buffer=1 << 30)
+    lines = [line(i, i % 200) for i in range(100_000)]
+    for ln in lines:
+        w.append(ln)
+    sizes = _recording_writes(monkeypatch, path)
+    w.flush()
+    assert path.read_bytes() == b"".join(lines)
+    assert len(sizes) > 10
+    assert max(sizes) <= 2 * _writer._SLICE_BYTES
+    assert w.stats()["messages"] == 100_000
+    assert w.stats()["buffered_bytes"] == 0
+    assert w.close() is None
+
+
+@pytest.mark.allow_internal_errors
+def test_a_failure_between_slices_keeps_exactly_the_unwritten_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A short write, then ENOSPC, in the middle of a sliced write: the written
+    part is not repeated, the rest (the cut line included) follows on retry."""
+    path = tmp_path / "cut.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    w = Writer(path, fd, flush_interval=60, buffer_size=1 << 30, max_buffer=1 << 30)
+    lines = [line(i, 150) for i in range(40_000)]
+    for ln in lines:
+        w.append(ln)
+    real_write = os.write
+    target = os.stat(path).st_ino
+    calls = 0
+
+    def failing(fd: int, data: bytes | memoryview) -> int:
+        nonlocal calls
+        if os.fstat(fd).st_ino != target:
+            return real_write(fd, data)
+        calls += 1
+        if calls == 3:
+            return real_write(fd, bytes(data)[: len(data) // 2 + 7])  # short: cuts a line
+        if calls == 4:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", failing)
+    with pytest.raises(WriteError):
+        w.flush()
+    on_disk = path.read_bytes()
+    assert 0 < len(on_disk) < sum(map(len, lines))
+    assert not on_disk.endswith(b"\n")  # the short write stopped inside a line
+    monkeypatch.setattr(os, "write", real_write)
+    w.flush()
+    assert path.read_bytes() == b"".join(lines)
+    assert w.stats()["bytes"] == path.stat().st_size
+    assert w.close() is None
+
+
+def test_a_cut_pass_leaves_the_rest_due_and_in_order(tmp_path: Path) -> None:
+    """While recording threads lend the GIL, a flusher pass stops at its
+    deadline; what it did not take stays buffered, due, and in order."""
+    path = tmp_path / "cut-pass.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    w = Writer(path, fd, flush_interval=60, buffer_size=1 << 30, max_buffer=1 << 30)
+    lines = [line(i, 50) for i in range(20_000)]
+    for ln in lines:
+        w.append(ln)
+    saved = _flusher._lent_at
+    try:
+        _flusher._lent_at = time.monotonic()  # as if a loop had just lent the GIL
+        assert w.write_out(deadline=time.monotonic() - 1) is None
+        assert path.read_bytes() == b""
+        assert w.due(time.monotonic())
+    finally:
+        _flusher._lent_at = saved
+    w.flush()
+    assert path.read_bytes() == b"".join(lines)
+    assert w.close() is None
+
+
+BUSY_LOOP_LENDS_THE_GIL = r"""
+import asyncio, sys, time
+from pathlib import Path
+from ststrace import Session
+from ststrace._writer import _flusher
+
+async def main(d):
+    sessions = [Session(Path(d) / f"s{i}.jsonl", durable=True) for i in range(20)]
+    for s in sessions:
+        await s.__aenter__()
+    text = "tool output: 42 rows, the first is {'id': 1, 'name': 'Ada'} " * 3
+    end = time.monotonic() + 1.5
+    async def task(s):
+        while time.monotonic() < end:
+            s.user(text)
+            await asyncio.sleep(0)  # never idle: the loop holds the GIL
+    await asyncio.gather(*(task(s) for s in sessions))
+    written = sum(s.stats()["bytes"] for s in sessions)
+    buffered = sum(s.stats()["buffered_bytes"] for s in sessions)
+    for s in sessions:
+        await s.__aexit__(None, None, None)
+    print(f"{written / (written + buffered):.3f} {_flusher.loans}")
+
+asyncio.run(main(sys.argv[1]))
+"""
+
+
+def test_a_busy_event_loop_lends_the_flusher_the_gil(tmp_path: Path) -> None:
+    """Tasks that never let the loop idle keep the GIL from the flusher thread
+    (CPython's switch interval restarts at every loop iteration): without the
+    loans the files stayed nearly empty until close. With them, most of what
+    was recorded is on disk while recording goes on."""
+    out = subprocess.run(
+        [sys.executable, "-c", BUSY_LOOP_LENDS_THE_GIL, str(tmp_path)], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 0, out.stderr
+    share, loans = out.stdout.split()
+    assert int(loans) > 0
+    assert float(share) >= 0.3, f"only {float(share):.0%} written while recording"
+    for i in (0, 19):
+        assert [p for p in validate(tmp_path / f"s{i}.jsonl") if p.severity == "error"] == []
