@@ -13,12 +13,13 @@ thread; the writes and fsyncs happen on ststrace's flusher thread, and opening
 and closing a session's file on a worker thread, so the loop should barely
 notice.
 
-A loop that never idles also starves the flusher thread of the GIL: CPython
-hands it over only after the switch interval (5 ms), and a loop that releases
-the GIL for a moment on every iteration restarts that wait. The benchmark
-prints how much of what was recorded had reached the file when recording
-ended; ``--switch-interval 0.5`` (``sys.setswitchinterval(0.0005)``) shows the
-difference.
+A loop that never idles would starve the flusher thread of the GIL: CPython
+hands it over only after a switch interval (5 ms) without any switch, and a
+loop that releases the GIL for a moment on every iteration restarts that wait.
+ststrace's recording threads therefore lend the flusher the GIL now and then
+(see ``_Flusher.lend``). The benchmark prints how much of what was recorded had
+reached the file when recording ended; ``--switch-interval 1``
+(``sys.setswitchinterval(0.001)``) shows what the switch interval changes.
 
 Each run measures, in the same process, the same workload without recording
 first (the baseline: the same tasks, barriers and string work) and then with
