@@ -192,7 +192,8 @@ class Writer:
         if size < self._wake_threshold:
             return
         if self._wake_sent:
-            _flusher.lend()
+            if not self._failing:  # a failing disk needs no GIL, only time
+                _flusher.lend()
         else:
             self._wake_sent = True
             _flusher.wake()
@@ -491,7 +492,8 @@ class _Flusher:
         if now < self._next_loan or threading.get_ident() == self._ident:
             return
         # A thread that never releases the GIL on its own is made to by
-        # CPython within two switch intervals: no need to lend then.
+        # CPython after a switch interval: when the flusher has run since,
+        # there is no need to lend.
         if now - self._ran_at < sys.getswitchinterval():
             return
         self._next_loan = now + self.LEND_GAP
@@ -536,8 +538,9 @@ class _Flusher:
             self._cut = False
             for w in writers:
                 try:
-                    if w.due(now) and not w.closed:
-                        w.write_out(deadline=deadline)
+                    if not w.due(now) or w.closed:
+                        continue
+                    w.write_out(deadline=deadline)
                 except Exception as exc:  # never let the flusher die
                     internal_error(exc, "flusher")
                 self._ran_at = time.monotonic()
@@ -561,6 +564,7 @@ class _Flusher:
         self._loan = None
         self._next_loan = 0.0
         self._lent_at = -1.0
+        self._ran_at = 0.0
         self.blocked = 0
         self._cut = False
         for w in list(self._writers):
