@@ -17,7 +17,7 @@ import functools
 import inspect
 import itertools
 from contextlib import contextmanager
-from typing import Any, Callable, Iterator, TypeVar, overload
+from typing import Any, Callable, Iterator, Mapping, TypeVar, overload
 
 import orjson
 import wrapt
@@ -651,6 +651,22 @@ class _LlmItems(_Observer):
             self.done()
 
 
+def _stateful_thread(kwargs: Any) -> str | None:
+    """The server-side conversation a Responses call continues, if any.
+
+    With ``previous_response_id`` (or ``conversation``) the ``input`` holds
+    only the new turn, not the conversation so far: it cannot be matched
+    against earlier inputs by position.
+    """
+    for key in ("previous_response_id", "conversation"):
+        value = kwargs.get(key)
+        if isinstance(value, str) and value:
+            return f"{key}={value}"
+        if isinstance(value, Mapping) and isinstance(value.get("id"), str):
+            return f"{key}={value['id']}"
+    return None
+
+
 def _begin_llm(session: Session, model: str | None, capture_input: bool, args: Any, kwargs: Any) -> _LlmCall | None:
     if capture_input:
         try:
@@ -658,7 +674,7 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
 
             inputs = _adapters.input_messages(args, kwargs)
             if inputs:
-                session._record_inputs(inputs)
+                session._record_inputs(inputs, _stateful_thread(kwargs))
         except Exception as exc:
             # The reply can still be recorded without its inputs.
             internal_error(exc, "@llm inputs")

@@ -172,6 +172,7 @@ class Session:
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
         # Recent conversations seen by @llm inputs (several agents may share a session).
         self._conversations: deque[list[int]] = deque(maxlen=_MAX_CONVERSATIONS)
+        self._stateful_turns: deque[tuple[str, tuple[int, ...]]] = deque(maxlen=_MAX_CONVERSATIONS)
         # Messages recorded with s.user()/s.system() since the last model call,
         # so the conversation passed to that call does not record them again.
         # Fingerprinted only when a model call looks, not on every s.user().
@@ -529,18 +530,28 @@ class Session:
         self._emit(_records.single_call(call_id, name, arguments))
         return call_id
 
-    def _record_inputs(self, messages: list[dict[str, Any]]) -> None:
+    def _record_inputs(self, messages: list[dict[str, Any]], stateful: str | None = None) -> None:
         """Record the user/system/tool messages of a model call's conversation
-        that this session has not recorded yet (see ``_new_start``)."""
+        that this session has not recorded yet (see ``_new_start``).
+
+        *stateful* names a server-side conversation the call continues
+        (``previous_response_id=...``): *messages* are then the new turn
+        only, all new unless the very same turn was sent on the same
+        conversation before (a retry)."""
         fps = [_fingerprint(m) for m in messages]
         to_emit: list[dict[str, Any]] = []
         direct: list[int] | None = None
         with self._state_lock:
-            start, slot = _continue_conversation(self._conversations, fps)
-            if slot < 0:
-                self._conversations.append(fps)
+            if stateful is not None:
+                turn = (stateful, tuple(fps))
+                start = len(messages) if turn in self._stateful_turns else 0
+                self._stateful_turns.append(turn)
             else:
-                self._conversations[slot] = fps
+                start, slot = _continue_conversation(self._conversations, fps)
+                if slot < 0:
+                    self._conversations.append(fps)
+                else:
+                    self._conversations[slot] = fps
             for m, fp in zip(messages[start:], fps[start:]):
                 role = m.get("role")
                 if role == "tool":

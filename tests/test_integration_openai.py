@@ -622,3 +622,15 @@ async def test_responses_tool_loop_async(openai_async: Any, fake_api: FakeAPI, p
                 items.append({"type": "function_call_output", "call_id": call.call_id, "output": output})
     assert response.output_text == fake_api.answer_for([WEATHER_RESULT, TIME_RESULT])
     assert recorded(path) == expected_loop(fake_api)
+
+
+def test_stateful_responses_turns_are_all_recorded(openai_sync: Any, patched: None, tmp_path: Path) -> None:
+    """With ``previous_response_id`` each ``input`` is only the new turn: a user
+    turn that repeats the previous one ("ok", "ok") is still recorded."""
+    path = new_trace(tmp_path)
+    with Session(path):
+        first = openai_sync.responses.create(model=MODEL, input="ok")
+        openai_sync.responses.create(model=MODEL, input="ok", previous_response_id=first.id)
+    users = [m["content"] for m in recorded(path) if m["role"] == "user"]
+    assert users == ["ok", "ok"]
+    assert len(assistants(recorded(path))) == 2

@@ -223,7 +223,6 @@ def test_identical_resend_is_not_a_new_turn(tmp_path: Path) -> None:
     assert roles_and_content(path) == [("user", "hello"), ("assistant", "r"), ("assistant", "r")]
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: with previous_response_id, input holds only the new turn")
 def test_previous_response_id_inputs_are_new_turns(tmp_path: Path) -> None:
     """Stateful Responses calls: each ``input`` is a new turn even when its text repeats."""
 
@@ -235,7 +234,30 @@ def test_previous_response_id_inputs_are_new_turns(tmp_path: Path) -> None:
     with Session(path):
         respond(input="ok")
         respond(input="ok", previous_response_id="resp_1")
-    assert roles_and_content(path) == [("user", "ok"), ("assistant", "r"), ("user", "ok"), ("assistant", "r")]
+        respond(input="ok", previous_response_id="resp_2")
+    assert roles_and_content(path) == [("user", "ok"), ("assistant", "r")] * 3
+
+
+def test_a_retried_stateful_turn_is_recorded_once(tmp_path: Path) -> None:
+    """The same new turn sent again on the same server-side conversation (a
+    retry) adds no input; on another conversation it is a turn of its own."""
+
+    @llm
+    def respond(input: Any, previous_response_id: str | None = None, conversation: Any = None) -> str:
+        return "r"
+
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        respond(input=[{"role": "user", "content": "next"}], previous_response_id="resp_1")
+        respond(input=[{"role": "user", "content": "next"}], previous_response_id="resp_1")
+        respond(input=[{"role": "user", "content": "next"}], conversation={"id": "conv_9"})
+    assert roles_and_content(path) == [
+        ("user", "next"),
+        ("assistant", "r"),
+        ("assistant", "r"),
+        ("user", "next"),
+        ("assistant", "r"),
+    ]
 
 
 def test_tool_result_for_an_unknown_call_is_skipped(tmp_path: Path) -> None:
