@@ -70,11 +70,20 @@ class _Binder:
         self.simple = sig is not None and all(
             p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY) for p in params
         )
+        # Since Python 3.13 ``classmethod`` no longer binds through the
+        # wrapper's ``__get__``: with @classmethod written above @tool, the
+        # wrapper is called unbound with the class as its first argument.
+        # A function defined in a class whose first parameter is ``cls``,
+        # called that way, is such a classmethod.
+        qualname = getattr(target, "__qualname__", "")
+        self.cls_first = bool(self.names) and self.names[0] == "cls" and "." in qualname.rsplit("<locals>.", 1)[-1]
 
     def _names(self, instance: Any) -> list[str]:
         return self.names if instance is None or self.is_static else self.tail
 
     def bind(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if instance is None and self.cls_first and args and isinstance(args[0], type):
+            instance, args = args[0], args[1:]
         if self.simple:
             bound = dict(zip(self.names if instance is None or self.is_static else self.tail, args))
             if kwargs:
