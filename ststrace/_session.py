@@ -173,6 +173,7 @@ class Session:
         # Recent conversations seen by @llm inputs (several agents may share a session).
         self._conversations: deque[list[int]] = deque(maxlen=_MAX_CONVERSATIONS)
         self._stateful_turns: deque[tuple[str, tuple[int, ...]]] = deque(maxlen=_MAX_CONVERSATIONS)
+        self._last_system: int | None = None  # the last system message recorded from inputs
         # Messages recorded with s.user()/s.system() since the last model call,
         # so the conversation passed to that call does not record them again.
         # Fingerprinted only when a model call looks, not on every s.user().
@@ -566,6 +567,13 @@ class Session:
                     if fp in direct:
                         direct.remove(fp)  # recorded directly with s.user()
                         continue
+                    if role == "system":
+                        # Instructions are sent again with every stateful
+                        # call (the server does not keep them): recorded
+                        # again only when they change.
+                        if stateful is not None and fp == self._last_system:
+                            continue
+                        self._last_system = fp
                     to_emit.append(_records.message(role, m.get("content")))
             self._direct.clear()
         for msg in to_emit:

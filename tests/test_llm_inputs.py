@@ -238,6 +238,39 @@ def test_previous_response_id_inputs_are_new_turns(tmp_path: Path) -> None:
     assert roles_and_content(path) == [("user", "ok"), ("assistant", "r")] * 3
 
 
+def test_stateful_calls_record_resent_instructions_once(tmp_path: Path) -> None:
+    """Responses calls resend ``instructions`` with every ``previous_response_id``
+    call (the server does not keep them): the system message is recorded once,
+    each user turn every time; instructions are recorded again when they change."""
+
+    @llm
+    def respond(input: Any, instructions: str, previous_response_id: str | None = None) -> str:
+        return "r"
+
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        respond(input="one", instructions="Be brief.")
+        respond(input="two", instructions="Be brief.", previous_response_id="resp_1")
+        respond(input="two", instructions="Be brief.", previous_response_id="resp_2")
+        respond(input="three", instructions="Be verbose.", previous_response_id="resp_3")
+        respond(input="four", instructions="Be brief.", previous_response_id="resp_4")
+    assert roles_and_content(path) == [
+        ("system", "Be brief."),
+        ("user", "one"),
+        ("assistant", "r"),
+        ("user", "two"),
+        ("assistant", "r"),
+        ("user", "two"),
+        ("assistant", "r"),
+        ("system", "Be verbose."),
+        ("user", "three"),
+        ("assistant", "r"),
+        ("system", "Be brief."),
+        ("user", "four"),
+        ("assistant", "r"),
+    ]
+
+
 def test_a_retried_stateful_turn_is_recorded_once(tmp_path: Path) -> None:
     """The same new turn sent again on the same server-side conversation (a
     retry) adds no input; on another conversation it is a turn of its own."""
