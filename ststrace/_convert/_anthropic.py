@@ -8,26 +8,31 @@ from typing import Any
 from ._common import Builder, blocks_text, str_or_none
 
 
+def user_text(b: Builder, content: Any, ts: int | None) -> str | None:
+    """The text of a user turn, after adding its ``tool_result`` blocks as tool
+    messages (in order); ``None`` when the turn held only tool results."""
+    if not isinstance(content, list):
+        return blocks_text(content, b.dropped)
+    rest: list[Any] = []
+    for block in content:
+        if isinstance(block, dict) and block.get("type") == "tool_result":
+            b.tool_result(
+                str_or_none(block.get("tool_use_id")),
+                blocks_text(block.get("content"), b.dropped),
+                is_error=bool(block.get("is_error")),
+                timestamp=ts,
+            )
+        else:
+            rest.append(block)
+    return blocks_text(rest, b.dropped) if rest else None
+
+
 def add_user(b: Builder, content: Any, ts: int | None, *, as_system: bool = False) -> None:
     """A user turn: its ``tool_result`` blocks become tool messages (first, in
     order), the rest one user (or system) message."""
-    rest: list[Any] = []
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                b.tool_result(
-                    str_or_none(block.get("tool_use_id")),
-                    blocks_text(block.get("content"), b.dropped),
-                    is_error=bool(block.get("is_error")),
-                    timestamp=ts,
-                )
-            else:
-                rest.append(block)
-        if not rest:
-            return
-        text = blocks_text(rest, b.dropped)
-    else:
-        text = blocks_text(content, b.dropped)
+    text = user_text(b, content, ts)
+    if text is None:
+        return
     if as_system:
         b.system(text, ts)
     else:

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
+from ._anthropic import user_text
 from ._common import Builder, Converted, blocks_text, iter_jsonl, str_or_none, to_ms
 
 HARNESS = "claude-code"
@@ -90,24 +91,9 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
 
 
 def _user(b: Builder, obj: Mapping[str, Any], msg: Mapping[str, Any], ts: int | None) -> None:
-    content = msg.get("content")
-    rest: list[Any] = []
-    if isinstance(content, list):
-        for block in content:
-            if isinstance(block, dict) and block.get("type") == "tool_result":
-                b.tool_result(
-                    str_or_none(block.get("tool_use_id")),
-                    blocks_text(block.get("content"), b.dropped),
-                    is_error=bool(block.get("is_error")),
-                    timestamp=ts,
-                )
-            else:
-                rest.append(block)
-        if not rest:
-            return
-        text = blocks_text(rest, b.dropped)
-    else:
-        text = blocks_text(content, b.dropped)
+    text = user_text(b, msg.get("content"), ts)
+    if text is None:
+        return
     if obj.get("isCompactSummary"):
         b.system(f"[compaction summary]\n{text}", ts)
     elif obj.get("isMeta"):
