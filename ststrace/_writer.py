@@ -32,6 +32,11 @@ from typing import Any
 from ._errors import WriteError, internal_error, logger
 
 DEFAULT_MAX_BUFFER = 64 * 1024 * 1024
+# All open sessions together buffer about this much at most: each may hold its
+# share (at least _MIN_SHARE), or its max_buffer if that is less. Thousands of
+# sessions on a stalled or failing disk must not each fill 64 MiB first.
+_TOTAL_BUFFER = 1 << 30
+_MIN_SHARE = 1 << 20
 # A buffer that grew by this much after it woke the flusher, without being
 # written in between, lends the flusher the GIL (see _Flusher.lend).
 _LEND_STEP = 32 * 1024
@@ -187,8 +192,13 @@ class Writer:
 
     def _grown(self, size: int) -> None:
         """Past the flush size, wake the flusher; each _LEND_STEP further
-        without a write in between, lend it the GIL."""
+        without a write in between, lend it the GIL. Past this session's share
+        of the process-wide buffer, send appends to the backpressure path."""
         self._wake_at = size + _LEND_STEP
+        if size >= _flusher.share:
+            cap = self._cap()
+            if cap < self._limit:
+                self._limit = cap  # put back when the buffer is written
         if size < self._wake_threshold:
             return
         if self._wake_sent:
@@ -209,6 +219,10 @@ class Writer:
             self.lost += 1
             return False
 
+    def _cap(self) -> int:
+        """The most this buffer may hold now (see _TOTAL_BUFFER)."""
+        return max(min(self.max_buffer, _flusher.share), self.buffer_size)
+
     @property
     def records(self) -> int:
         """Lines recorded so far (written, buffered or lost on a failed disk)."""
@@ -220,7 +234,7 @@ class Writer:
         _flusher.blocked += 1  # under a writer's lock only: may race, see must_pause
         _flusher.wake()
         try:
-            while self._size >= self.max_buffer:
+            while self._size >= self._cap():
                 if self._failing or self._closed:
                     return False
                 if threading.current_thread() is _flusher.thread:
@@ -316,6 +330,8 @@ class Writer:
             return self._failed(exc)
         if self._size < 0:  # lost increments of racing appends
             self._size = 0
+        if not self._closed:
+            self._limit = self.max_buffer  # _grown lowers it again if need be
         self.flushes += 1
         if self._waiting:
             with self._lock:
@@ -404,7 +420,7 @@ class Writer:
             "flushes": self.flushes,
             "write_errors": self.write_errors,
             "lost": self.lost,
-            "buffered_bytes": self._size + len(self._rest),
+            "buffered_bytes": self._size,  # includes _rest
         }
 
     def _after_fork_in_child(self) -> None:
@@ -418,6 +434,8 @@ class Writer:
         self._waiting = 0
         self._wake_sent = False
         self._wake_at = min(self._wake_threshold, _LEND_STEP)
+        if not self._closed:
+            self._limit = self.max_buffer
         self._pid = os.getpid()
         # The descriptor is shared with the parent; reopen on demand instead.
         fd, self._fd = self._fd, None
@@ -451,11 +469,13 @@ class _Flusher:
         self._ran_at = 0.0  # when the flusher thread last held the GIL, roughly
         self.loans = 0  # times a recording thread lent the flusher the GIL
         self.blocked = 0  # recording threads waiting for buffer space
+        self.share = _TOTAL_BUFFER  # what each open session may buffer (see _TOTAL_BUFFER)
         self._cut = False  # the last pass stopped early
 
     def register(self, writer: Writer) -> None:
         with self._lock:
             self._writers.add(writer)
+            self.share = max(_MIN_SHARE, _TOTAL_BUFFER // len(self._writers))
             if self.thread is None or not self.thread.is_alive():
                 self.thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
                 self.thread.start()
@@ -463,6 +483,7 @@ class _Flusher:
     def unregister(self, writer: Writer) -> None:
         with self._lock:
             self._writers.discard(writer)
+            self.share = max(_MIN_SHARE, _TOTAL_BUFFER // max(1, len(self._writers)))
 
     def wake(self) -> None:
         self._event.set()

@@ -526,3 +526,52 @@ def test_backpressure_in_a_busy_event_loop_keeps_everything(tmp_path: Path) -> N
     assert int(lost) == 0
     assert counts.strip() == "[10000]"
     assert float(took) < 30
+
+
+# -- the process-wide buffer ------------------------------------------------------
+
+
+@needs_dev_full
+@pytest.mark.allow_internal_errors
+def test_a_failing_disk_drops_past_the_session_share_of_the_process_buffer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With many sessions open, each may buffer only its share of the process-wide
+    total before records are dropped (counted), not its whole max_buffer: a
+    thousand sessions on a failing disk must not each fill 64 MiB first."""
+    w = full_writer(flush_interval=0.01)
+    monkeypatch.setattr(_flusher, "share", 256 * 1024)  # as with 4,096 sessions and 1 GiB
+    assert w.max_buffer == 64 * 1024 * 1024
+    accepted = sum(w.append(line(i, 500)) for i in range(5_000))  # ~2.6 MB offered
+    st = w.stats()
+    assert st["lost"] == 5_000 - accepted > 0
+    assert st["buffered_bytes"] < 256 * 1024 + 64 * 1024
+    err = w.close()
+    assert isinstance(err, WriteError)
+    assert err.lost == 5_000
+
+
+def test_a_healthy_disk_waits_at_the_share_and_loses_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """At its share a session on a working disk waits for the writer, as it
+    would at max_buffer: the buffer stays near the share, nothing is lost."""
+    path = tmp_path / "share.jsonl"
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    w = Writer(path, fd, flush_interval=60)
+    monkeypatch.setattr(_flusher, "share", 128 * 1024)
+    peak = 0
+    for i in range(20_000):
+        assert w.append(line(i, 100))
+        peak = max(peak, w.stats()["buffered_bytes"])
+    assert peak < 128 * 1024 + 64 * 1024
+    assert w.close() is None
+    assert w.stats()["lost"] == 0
+    assert path.read_bytes().count(b"\n") == 20_000
+
+
+def test_the_share_follows_the_number_of_open_sessions(tmp_path: Path) -> None:
+    before = len(_flusher.writers())
+    sessions = [Session(tmp_path / f"s{i}.jsonl").open() for i in range(3)]
+    n = len(_flusher.writers())
+    assert n == before + 3
+    assert _flusher.share == max(_writer._MIN_SHARE, _writer._TOTAL_BUFFER // n)
+    for s in sessions:
+        s.close()
+    assert _flusher.share == max(_writer._MIN_SHARE, _writer._TOTAL_BUFFER // max(1, before))
