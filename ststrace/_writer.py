@@ -36,7 +36,7 @@ DEFAULT_MAX_BUFFER = 64 * 1024 * 1024
 # share (at least _MIN_SHARE), or its max_buffer if that is less. Thousands of
 # sessions on a stalled or failing disk must not each fill 64 MiB first.
 _TOTAL_BUFFER = 1 << 30
-_MIN_SHARE = 1 << 20
+_MIN_SHARE = 128 * 1024
 # A buffer that grew by this much after it woke the flusher, without being
 # written in between, lends the flusher the GIL (see _Flusher.lend).
 _LEND_STEP = 32 * 1024
