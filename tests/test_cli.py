@@ -558,7 +558,7 @@ def test_tail_waits_for_the_header(tmp_path: Path, capsys: pytest.CaptureFixture
 
 def test_follower_recovers_when_a_torn_tail_is_cut_off(tmp_path: Path) -> None:
     """Session(resume=True) truncates a torn last line and appends; tail keeps going."""
-    from ststrace._cli_tail import Follower
+    from ststrace._cli.tail import Follower
 
     path = write_trace(tmp_path / "r.jsonl", [{"role": "user", "content": "a"}], tail=b'{"type":"message","mes')
     f = Follower(path)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ststrace import read, validate
-from ststrace._cli_convert import _Progress, add_convert_parser, run_convert
+from ststrace._cli.convert import _Progress, add_convert_parser, run_convert
 
 SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "agent-traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "convert"
@@ -96,10 +96,10 @@ def test_progress_bar_only_on_a_tty() -> None:
 
 
 def test_standalone_entry_point(tmp_path: Path) -> None:
-    """python -m ststrace._cli_convert convert ... works as a real process (stderr is not a TTY: no bar)."""
+    """python -m ststrace convert ... works as a real process (stderr is not a TTY: no bar)."""
     out = tmp_path / "out"
     proc = subprocess.run(
-        [sys.executable, "-m", "ststrace._cli_convert", "convert", str(FIXTURES / "openai_chats.jsonl"), "-o", str(out)],
+        [sys.executable, "-m", "ststrace", "convert", str(FIXTURES / "openai_chats.jsonl"), "-o", str(out)],
         capture_output=True,
         text=True,
         timeout=60,

@@ -28,7 +28,7 @@ from huggingface_hub import HfApi  # noqa: E402
 
 from ststrace import Session  # noqa: E402
 from ststrace import _hub  # noqa: E402
-from ststrace._cli_convert import add_upload_parser, run_upload  # noqa: E402
+from ststrace._cli.upload import add_upload_parser, run_upload  # noqa: E402
 from ststrace._convert import write_trace  # noqa: E402
 from ststrace._reader import Trace  # noqa: E402
 from ststrace._testing import localhost_only  # noqa: E402

@@ -1,12 +1,4 @@
-"""``ststrace convert`` and ``ststrace upload``.
-
-``cli.py`` adds the sub-commands either with :func:`add_convert_parser` /
-:func:`add_upload_parser` (given the sub-parsers object) or, in a table of
-commands, with :func:`setup_convert` / :func:`setup_upload` (given the
-sub-command's parser). ``run_convert`` / ``run_upload`` take the parsed
-arguments and return the exit code; each parser's ``func`` default is its
-``run_*`` function.
-"""
+"""``ststrace convert``: other agents' session files to STS traces."""
 
 from __future__ import annotations
 
@@ -16,22 +8,12 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, TextIO
 
-from ._convert import FORMATS, convert_file, format_name, output_name, write_trace
+from .._convert import FORMATS, convert_file, format_name, output_name, write_trace
 
-__all__ = [
-    "CONVERT_HELP",
-    "UPLOAD_HELP",
-    "add_convert_parser",
-    "add_upload_parser",
-    "run_convert",
-    "run_upload",
-    "setup_convert",
-    "setup_upload",
-]
+__all__ = ["HELP", "add_convert_parser", "plural", "run", "run_convert", "setup", "setup_convert"]
 
 
-CONVERT_HELP = "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS traces"
-UPLOAD_HELP = "upload traces to a Hugging Face dataset repo or Storage Bucket, after checking them"
+HELP = CONVERT_HELP = "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS traces"
 
 
 def setup_convert(p: argparse.ArgumentParser) -> None:
@@ -47,7 +29,7 @@ def add_convert_parser(subparsers: Any) -> argparse.ArgumentParser:
     """Add the ``convert`` sub-command to an argparse sub-parsers object."""
     p: argparse.ArgumentParser = subparsers.add_parser(
         "convert",
-        help=CONVERT_HELP,
+        help=HELP,
         description=(
             "Convert Pi, Claude Code, Codex, Hermes, Droid, Cursor or OpenAI-messages session files "
             "to STS traces, one file per session in OUTDIR. The format is detected unless --from is given."
@@ -101,7 +83,7 @@ def _inputs(names: list[str]) -> list[Path]:
     return out
 
 
-def _plural(n: int, word: str) -> str:
+def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
@@ -152,8 +134,8 @@ def run_convert(args: argparse.Namespace) -> int:
     progress.update(len(files), "")
     progress.clear()
     summary = (
-        f"converted {done} of {_plural(len(files), 'file')} into {_plural(traces, 'trace')} in {outdir} "
-        f"({_plural(messages, 'message')}, {_plural(calls, 'tool call')})"
+        f"converted {done} of {plural(len(files), 'file')} into {plural(traces, 'trace')} in {outdir} "
+        f"({plural(messages, 'message')}, {plural(calls, 'tool call')})"
     )
     summary += "; dropped: " + (", ".join(f"{n} {k}" for k, n in sorted(dropped.items())) if dropped else "nothing")
     if failed:
@@ -170,87 +152,5 @@ def _reason(path: Path, exc: BaseException) -> str:
     return text if text.startswith(str(path)) else f"{path}: {text}"
 
 
-# -- upload ------------------------------------------------------------------------
-
-
-def setup_upload(p: argparse.ArgumentParser) -> None:
-    """Add ``upload``'s arguments to *p* (for a table of commands)."""
-    p.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories (every *.jsonl under it)")
-    dest = p.add_mutually_exclusive_group(required=True)
-    dest.add_argument("--repo", metavar="USER/NAME", help="dataset repository (created private unless --public)")
-    dest.add_argument("--bucket", metavar="USER/NAME[/PREFIX]", help="Storage Bucket, optionally under a prefix")
-    p.add_argument("--public", action="store_true", help="create the repo or bucket public")
-    p.add_argument("--force", action="store_true", help="send files even with errors or detected secrets")
-    p.add_argument("--dry-run", action="store_true", help="check and show what would be sent; send nothing")
-    p.set_defaults(func=run_upload)
-
-
-def add_upload_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``upload`` sub-command to an argparse sub-parsers object."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "upload",
-        help=UPLOAD_HELP,
-        description=(
-            "Upload STS trace files to the Hugging Face Hub. Every file is validated and scanned for "
-            "secrets first; a file with errors or secrets is refused unless --force. Needs huggingface_hub "
-            "(pip install 'ststrace[hub]') and a token (hf auth login, or HF_TOKEN)."
-        ),
-    )
-    setup_upload(p)
-    return p
-
-
-def run_upload(args: argparse.Namespace, *, api: Any = None) -> int:
-    from ._hub import parse_target, upload
-
-    err: TextIO = sys.stderr
-    try:
-        target = parse_target(repo=args.repo, bucket=args.bucket)
-        items = upload(
-            args.paths,
-            repo=args.repo,
-            bucket=args.bucket,
-            public=args.public,
-            force=args.force,
-            dry_run=args.dry_run,
-            api=api,
-        )
-    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError, ImportError) as exc:
-        # Bad arguments or unreadable local files: nothing was sent.
-        print(f"ststrace upload: {exc}", file=err)
-        return 1
-    except Exception as exc:  # errors from the Hub (HTTP, auth) end the command with one line
-        print(f"ststrace upload: upload failed: {type(exc).__name__}: {exc}", file=err)
-        return 1
-    refused = [i for i in items if i.status == "refused"]
-    for item in refused:
-        for finding in item.findings:
-            print(f"ststrace upload: refused {finding}", file=err)
-    for item in items:
-        if item.status in ("uploaded", "would-upload"):
-            forced = " (forced past: " + ", ".join(sorted({f.kind for f in item.findings})) + ")" if item.findings else ""
-            verb = "would upload" if item.status == "would-upload" else "uploaded"
-            print(f"{verb} {item.path} -> {target.kind} {target.repo_id}:{item.dest} ({_plural(item.size, 'byte')}){forced}")
-    sent = sum(1 for i in items if i.status in ("uploaded", "would-upload"))
-    verb = "would send" if args.dry_run else "sent"
-    print(
-        f"{verb} {_plural(sent, 'file')} to {target}"
-        + (f" ({'public' if args.public else 'private'} if created)" if sent else "")
-        + (f"; refused {_plural(len(refused), 'file')} (use --force to send anyway)" if refused else "")
-    )
-    return 1 if refused else 0
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry for ``python -m ststrace._cli_convert`` (cli.py is the real one)."""
-    parser = argparse.ArgumentParser(prog="ststrace")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_convert_parser(sub)
-    add_upload_parser(sub)
-    args = parser.parse_args(argv)
-    return int(args.func(args))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
-
+setup = setup_convert
+run = run_convert

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Iterable
 
-from ._cli_text import fmt_duration, is_error
+from .._errors import TraceFormatError
+from ._common import CliError, describe, dump_json, trace_file, warn
+from ._text import fmt_duration, is_error
 
-__all__ = ["TraceStats", "collect", "format_stats", "total"]
+__all__ = ["HELP", "TraceStats", "collect", "format_stats", "run", "setup", "total"]
+
+HELP = "count messages, tool calls, errors, models, duration"
 
 _ROLES = ("user", "assistant", "system", "tool")
 
@@ -123,3 +129,32 @@ def format_stats(st: TraceStats) -> str:
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join([title] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
+
+
+def setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace files (.jsonl)")
+    p.add_argument("--json", action="store_true", help="print one JSON document")
+    p.add_argument("--strict", action="store_true", help="fail on a torn last line instead of skipping it")
+
+
+def run(args: argparse.Namespace) -> int:
+    from .._reader import iter_messages
+
+    results = []
+    failed = False
+    for path in args.files:
+        try:
+            results.append(collect(path, iter_messages(trace_file(path), strict=args.strict)))
+        except (CliError, OSError, TraceFormatError) as exc:
+            warn("ststrace stats", str(exc) if isinstance(exc, CliError) else describe(exc))
+            failed = True
+    tot = total(results)
+    if args.json:
+        dump_json({"files": [st.as_dict() for st in results], "total": tot.as_dict()})
+    else:
+        blocks = [format_stats(st) for st in results]
+        if len(results) > 1:
+            blocks.append(format_stats(tot))
+        if blocks:
+            print("\n\n".join(blocks))
+    return 1 if failed else 0

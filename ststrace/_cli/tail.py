@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import argparse
 import collections
 import os
+import sys
 import time
 from pathlib import Path
 from typing import Any, BinaryIO, Callable
 
 import orjson
 
-from ._errors import TraceFormatError
-from ._records import ROLES
+from .._errors import TraceFormatError
+from .._records import ROLES
+from ._common import non_negative_int, positive_float, trace_file
 
-__all__ = ["Follower", "follow"]
+__all__ = ["HELP", "Follower", "follow", "run", "setup"]
+
+HELP = "follow a trace while it is being written"
 
 
 class Follower:
@@ -141,3 +146,41 @@ def follow(
         return shown
     finally:
         f.close()
+
+
+def setup(p: argparse.ArgumentParser) -> None:
+    p.add_argument("file", type=Path, metavar="FILE", help="trace file (.jsonl) an agent is writing")
+    p.add_argument("-n", "--lines", type=non_negative_int, default=10, metavar="N", help="show the last N messages first (default 10)")
+    p.add_argument("--interval", type=positive_float, default=0.5, metavar="S", help="seconds between checks (default 0.5)")
+    p.add_argument("--max-messages", type=non_negative_int, default=None, metavar="N", help="exit after showing N messages")
+    p.add_argument("--timeout", type=positive_float, default=None, metavar="S", help="exit after S seconds")
+    p.add_argument("--no-color", action="store_true", help="never colour the output (also: NO_COLOR=1)")
+
+
+def run(args: argparse.Namespace) -> int:
+    from ._text import Transcript, use_color
+
+    path = trace_file(args.file)
+    t = Transcript(sys.stdout, color=use_color(sys.stdout, args.no_color))
+
+    def on_header(header: dict[str, Any]) -> None:
+        t.header(header)
+        sys.stdout.flush()
+
+    def on_message(msg: dict[str, Any], shown: bool) -> None:
+        if shown:
+            t.message(msg)
+            sys.stdout.flush()
+        else:
+            t.remember(msg)
+
+    follow(
+        path,
+        backlog=args.lines,
+        interval=args.interval,
+        on_header=on_header,
+        on_message=on_message,
+        max_messages=args.max_messages,
+        timeout=args.timeout,
+    )
+    return 0

@@ -1,0 +1,114 @@
+"""What every command shares: the one-line error, file checks, JSON output."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any, Callable, Iterator, NamedTuple
+
+from .._errors import TraceFormatError
+
+__all__ = [
+    "CliError",
+    "Command",
+    "describe",
+    "dump_json",
+    "non_negative_int",
+    "one_line",
+    "positive_float",
+    "trace_file",
+    "warn",
+    "warnings_to_stderr",
+]
+
+
+class CliError(Exception):
+    """A failure to report as one line on stderr, with exit code 1."""
+
+
+class Command(NamedTuple):
+    name: str
+    help: str
+    setup: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+
+
+# ---- helpers ----------------------------------------------------------------
+
+
+def one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line description that names the file (and line) when known."""
+    if isinstance(exc, TraceFormatError):
+        return one_line(str(exc))
+    if isinstance(exc, OSError):
+        name = exc.filename
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, IsADirectoryError) and name is not None:
+            reason = "is a directory, not a trace file"
+        if name is not None:
+            return one_line(f"{os.fsdecode(name)}: {reason}")
+        return one_line(str(exc))
+    return one_line(str(exc)) or type(exc).__name__
+
+
+def warn(prog: str, message: str) -> None:
+    print(f"{prog}: {one_line(message)}", file=sys.stderr)
+
+
+def trace_file(path: Path) -> Path:
+    """Refuse what cannot be a trace before opening it, with a clear reason."""
+    if not path.exists():
+        raise CliError(f"{path}: no such file")
+    if path.is_dir():
+        raise CliError(f"{path}: is a directory, not a trace file")
+    return path
+
+
+def dump_json(doc: Any) -> None:
+    from .._encode import dumps
+
+    sys.stdout.write(dumps(doc).decode("utf-8") + "\n")
+
+
+@contextlib.contextmanager
+def warnings_to_stderr() -> Iterator[None]:
+    """Show the reader's warnings (a skipped torn line) as plain stderr lines."""
+    logger = logging.getLogger("ststrace")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setLevel(logging.WARNING)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+
+
+
+
+def non_negative_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more: {n}")
+    return n
+
+
+def positive_float(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not x > 0 or x == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text}")
+    return x

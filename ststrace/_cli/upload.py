@@ -1,0 +1,85 @@
+"""``ststrace upload``: check traces, then send them to a Hub dataset repo or Storage Bucket."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any, TextIO
+
+from .convert import plural
+
+__all__ = ["HELP", "add_upload_parser", "run", "run_upload", "setup", "setup_upload"]
+
+HELP = "check traces, then upload them to a Hub dataset repo or Storage Bucket"
+
+
+def setup_upload(p: argparse.ArgumentParser) -> None:
+    """Add ``upload``'s arguments to *p* (for a table of commands)."""
+    p.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories (every *.jsonl under it)")
+    dest = p.add_mutually_exclusive_group(required=True)
+    dest.add_argument("--repo", metavar="USER/NAME", help="dataset repository (created private unless --public)")
+    dest.add_argument("--bucket", metavar="USER/NAME[/PREFIX]", help="Storage Bucket, optionally under a prefix")
+    p.add_argument("--public", action="store_true", help="create the repo or bucket public")
+    p.add_argument("--force", action="store_true", help="send files even with errors or detected secrets")
+    p.add_argument("--dry-run", action="store_true", help="check and show what would be sent; send nothing")
+    p.set_defaults(func=run_upload)
+
+
+def add_upload_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``upload`` sub-command to an argparse sub-parsers object."""
+    p: argparse.ArgumentParser = subparsers.add_parser(
+        "upload",
+        help=HELP,
+        description=(
+            "Upload STS trace files to the Hugging Face Hub. Every file is validated and scanned for "
+            "secrets first; a file with errors or secrets is refused unless --force. Needs huggingface_hub "
+            "(pip install 'ststrace[hub]') and a token (hf auth login, or HF_TOKEN)."
+        ),
+    )
+    setup_upload(p)
+    return p
+
+
+def run_upload(args: argparse.Namespace, *, api: Any = None) -> int:
+    from .._hub import parse_target, upload
+
+    err: TextIO = sys.stderr
+    try:
+        target = parse_target(repo=args.repo, bucket=args.bucket)
+        items = upload(
+            args.paths,
+            repo=args.repo,
+            bucket=args.bucket,
+            public=args.public,
+            force=args.force,
+            dry_run=args.dry_run,
+            api=api,
+        )
+    except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError, ImportError) as exc:
+        # Bad arguments or unreadable local files: nothing was sent.
+        print(f"ststrace upload: {exc}", file=err)
+        return 1
+    except Exception as exc:  # errors from the Hub (HTTP, auth) end the command with one line
+        print(f"ststrace upload: upload failed: {type(exc).__name__}: {exc}", file=err)
+        return 1
+    refused = [i for i in items if i.status == "refused"]
+    for item in refused:
+        for finding in item.findings:
+            print(f"ststrace upload: refused {finding}", file=err)
+    for item in items:
+        if item.status in ("uploaded", "would-upload"):
+            forced = " (forced past: " + ", ".join(sorted({f.kind for f in item.findings})) + ")" if item.findings else ""
+            verb = "would upload" if item.status == "would-upload" else "uploaded"
+            print(f"{verb} {item.path} -> {target.kind} {target.repo_id}:{item.dest} ({plural(item.size, 'byte')}){forced}")
+    sent = sum(1 for i in items if i.status in ("uploaded", "would-upload"))
+    verb = "would send" if args.dry_run else "sent"
+    print(
+        f"{verb} {plural(sent, 'file')} to {target}"
+        + (f" ({'public' if args.public else 'private'} if created)" if sent else "")
+        + (f"; refused {plural(len(refused), 'file')} (use --force to send anyway)" if refused else "")
+    )
+    return 1 if refused else 0
+
+
+setup = setup_upload
+run = run_upload
