@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_instrument.py [--iterations N] [--warmup W] [--check]``
 
-A local fake API server (``ststrace._testing.FakeAPI``, 127.0.0.1) answers
+A local fake API server (``ststrace.testing.FakeAPI``, 127.0.0.1) answers
 ``chat.completions.create``; the official ``openai`` client calls it with a
 system prompt, a user turn and two tools offered (the reply carries reasoning,
 text and two tool calls). Per call it times, with ``time.perf_counter_ns``:
@@ -40,7 +40,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import openai  # noqa: E402
 
 import ststrace  # noqa: E402
-from ststrace._testing import FakeAPI  # noqa: E402
+from ststrace.testing import FakeAPI  # noqa: E402
 
 TARGET = 0.05
 

@@ -289,7 +289,7 @@ def dir_bytes(path: Path) -> int:
 
 
 def run_case(name: str, n: int, out: Path) -> dict[str, Any]:
-    from ststrace._testing.netguard import localhost_only
+    from ststrace.testing.netguard import localhost_only
 
     with localhost_only() as refused:
         try:

@@ -138,7 +138,7 @@ def main() -> None:
             client = stack.enter_context(openai.OpenAI())
             model = os.environ.get("OPENAI_MODEL", "gpt-4.1-mini")
         else:
-            from ststrace._testing import FakeAPI
+            from ststrace.testing import FakeAPI
 
             api = stack.enter_context(FakeAPI())
             print(f"OPENAI_API_KEY is not set: using the local fake API at {api.openai_base_url}")

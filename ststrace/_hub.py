@@ -27,6 +27,7 @@ from typing import Any, Iterable, Literal, Sequence
 
 import orjson
 
+from . import _registry
 from ._errors import internal_error, logger
 from ._reader import validate
 from ._redact import Redactor
@@ -313,14 +314,8 @@ def is_open(path: Path, *, min_age: float = 0.0) -> bool:
     while any process here holds it open, when its last line is not finished,
     or when it changed less than *min_age* seconds ago.
     """
-    try:
-        from ._session import _open_sessions
-
-        resolved = path.resolve()
-        if any(s.path.resolve() == resolved and not s.closed for s in list(_open_sessions)):
-            return True
-    except ImportError:  # pragma: no cover - the session module is part of the package
-        pass
+    if _registry.is_open_here(path):
+        return True
     try:
         st = path.stat()
         if min_age > 0 and time.time() - st.st_mtime < min_age:
@@ -545,3 +540,7 @@ def schedule_sync(path: Path, to: str, *, api: Any = None) -> None:
 def flush_sync(timeout: float | None = None) -> bool:
     """Wait for background uploads started by ``schedule_sync``; False on timeout."""
     return _syncer.drain(timeout)
+
+
+# Sessions opened with ``sync_to`` upload through this module once they close.
+_registry.on_after_close(schedule_sync)

@@ -4,7 +4,8 @@ that pairs tool calls with their results."""
 from __future__ import annotations
 
 import asyncio
-import atexit
+import importlib
+import importlib.util
 import os
 import threading
 from collections import OrderedDict, deque
@@ -15,9 +16,9 @@ from typing import Any, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _records, _signals
+from . import _context, _records, _registry, _signals
 from ._encode import content_text, dumps
-from ._errors import WriteError, internal_error, logger
+from ._errors import WriteError, logger
 from ._guard import make_guard
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
@@ -26,10 +27,6 @@ from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_append
 #: Tool calls still waiting for a result; oldest dropped past this many so a
 #: run of millions of unanswered calls cannot grow memory without bound.
 MAX_PENDING = 10_000
-
-_open_sessions: set[Session] = set()
-_open_lock = threading.Lock()
-
 
 def _env_flag(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
@@ -158,6 +155,8 @@ class Session:
         self.buffer_size = buffer_size
         self.durable = durable
         self.resume = resume
+        if sync_to is not None:
+            _load_sync(sync_to)
         self.sync_to = sync_to
         self._max_buffer = max_buffer
         self._given_id = id
@@ -239,9 +238,8 @@ class Session:
         )
         if header_line:
             self._writer.bytes_written += len(header_line)
-        with _open_lock:
-            _open_sessions.add(self)
-            _ensure_exit_hooks()
+        _registry.register(self)
+        _signals.install()  # a no-op once installed, or off the main thread
 
     def _open_for_resume(self) -> int:
         if self.path.is_symlink():
@@ -339,18 +337,12 @@ class Session:
             return None
         self._closed = True
         writer = self._writer
-        with _open_lock:
-            _open_sessions.discard(self)
+        _registry.unregister(self)
         if writer is None:
             return None
         err = writer.close()
         if err is None and self.sync_to:
-            try:
-                from ._hub import schedule_sync
-
-                schedule_sync(self.path, self.sync_to)
-            except Exception as exc:
-                internal_error(exc, "sync_to")
+            _registry.after_close(self.path, self.sync_to)
         return err
 
     def __enter__(self) -> Session:
@@ -597,35 +589,28 @@ def _make_private_dirs(directory: Path) -> None:
         d.mkdir(mode=0o700, exist_ok=True)
 
 
-_hooks_installed = False
-
-
-def _ensure_exit_hooks() -> None:
-    global _hooks_installed
-    _signals.install()  # a no-op once installed, or off the main thread
-    if _hooks_installed:
-        return
-    _hooks_installed = True
-    atexit.register(close_all)
+def _load_sync(sync_to: str) -> None:
+    """Fail at construction, not at close, when ``sync_to`` cannot work."""
+    if not isinstance(sync_to, str) or not sync_to:
+        raise ValueError(f"sync_to must be a non-empty string such as 'hf://datasets/USER/NAME', not {sync_to!r}")
+    if importlib.util.find_spec("huggingface_hub") is None:
+        raise ImportError(
+            "Session(sync_to=...) uploads with huggingface_hub, which is not installed: "
+            "pip install 'ststrace[hub]'"
+        )
+    # The hub module registers its after-close upload on import; importing it by
+    # name keeps the arrows one way (_hub imports the registry, not the reverse).
+    hub = importlib.import_module("ststrace._hub")
+    hub.parse_target(to=sync_to)
 
 
 def close_all() -> None:
     """Flush and close every session still open (run at interpreter exit)."""
-    with _open_lock:
-        sessions = list(_open_sessions)
-    for s in sessions:
-        try:
-            err = s._close_file()
-            if err is not None:
-                logger.error("%s", err)
-        except Exception as exc:
-            internal_error(exc, "close_all")
+    _registry.close_all()
 
 
 def _after_fork_in_child() -> None:
-    global _open_lock
-    _open_lock = threading.Lock()
-    for s in list(_open_sessions):
+    for s in _registry.open_sessions():
         s._state_lock = threading.Lock()
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import FrameType
 
 from ._errors import internal_error
+from ._registry import close_all
 
 _installed = False
 
@@ -77,8 +78,6 @@ def _on_sigterm(signum: int, frame: FrameType | None) -> None:
             _die()
             return
     try:
-        from ._session import close_all
-
         if _deferrals >= _MAX_DEFERRALS:
             helper = threading.Thread(target=close_all, name="ststrace-sigterm", daemon=True)
             helper.start()

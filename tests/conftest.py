@@ -18,7 +18,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 import pytest  # noqa: E402
 
 from ststrace import _errors  # noqa: E402
-from ststrace._testing import localhost_only  # noqa: E402
+from ststrace.testing import localhost_only  # noqa: E402
 
 pytest_plugins = ["fakeapi_fixtures"]
 

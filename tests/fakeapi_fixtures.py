@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ststrace._testing import FakeAPI, localhost_only
+from ststrace.testing import FakeAPI, localhost_only
 
 TIMEOUT = 5.0
 

@@ -26,7 +26,7 @@ from fakeapi_fixtures import (  # noqa: F401  (fixtures are used by name)
     openai_client,
     openai_sync,
 )
-from ststrace._testing import (
+from ststrace.testing import (
     DEFAULT_TOOL_CALLS,
     ExternalNetworkError,
     FakeAPI,
@@ -587,7 +587,7 @@ def test_example_agent_runs_offline(tmp_path: Any) -> None:
     example = Path(__file__).resolve().parent.parent / "examples" / "openai_agent.py"
     script = (
         "import runpy, sys\n"
-        "from ststrace._testing import localhost_only\n"
+        "from ststrace.testing import localhost_only\n"
         "with localhost_only() as refused:\n"
         f"    runpy.run_path({str(example)!r}, run_name='__main__')\n"
         "sys.exit(3 if refused else 0)\n"

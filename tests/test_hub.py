@@ -31,7 +31,7 @@ from ststrace import _hub  # noqa: E402
 from ststrace._cli.upload import add_upload_parser, run_upload  # noqa: E402
 from ststrace._convert import write_trace  # noqa: E402
 from ststrace._reader import Trace  # noqa: E402
-from ststrace._testing import localhost_only  # noqa: E402
+from ststrace.testing import localhost_only  # noqa: E402
 
 FAKE_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # shaped like a Hugging Face token, made up
 

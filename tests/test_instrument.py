@@ -216,7 +216,7 @@ LAZY_SCRIPT = """
 import sys
 import ststrace
 from ststrace._instrument import instrumented
-from ststrace._testing import FakeAPI, localhost_only
+from ststrace.testing import FakeAPI, localhost_only
 
 done = ststrace.instrument()
 print("DONE:", sorted(done))

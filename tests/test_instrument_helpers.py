@@ -18,7 +18,7 @@ import pytest
 import ststrace
 from ststrace import _instrument
 from ststrace._instrument import INTEGRATIONS, _canonical, instrumented as patched_now
-from ststrace._testing import FakeAPI
+from ststrace.testing import FakeAPI
 from test_decorators_helpers import assert_paired, valid_messages
 
 MODEL = "gpt-test"

@@ -24,7 +24,7 @@ from anthropic.types import Message  # noqa: E402
 
 import ststrace  # noqa: E402
 from ststrace import Session, llm, tool  # noqa: E402
-from ststrace._testing import FakeAPI  # noqa: E402
+from ststrace.testing import FakeAPI  # noqa: E402
 from test_decorators_helpers import trace_dir_files  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     ANTHROPIC_TOOLS,

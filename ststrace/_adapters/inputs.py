@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ._common import Message, get, internal_error, parts_text
-from .messages import anthropic_tool_call, from_blocks, openai_tool_call
+from .messages import from_blocks, openai_tool_call
 from .openai_responses import message_from_items
 
 _ROLES = {"user": "user", "system": "system", "developer": "system", "assistant": "assistant", "model": "assistant"}

@@ -110,7 +110,7 @@ def test_forked_children_make_distinct_session_ids(scripts, tmp_path: Path) -> N
 
 LOCKS_HELD_AT_FORK = """
 import os, sys, threading
-from ststrace import Session, _ids, _session, _writer
+from ststrace import Session, _ids, _registry, _writer
 
 d = sys.argv[1]
 s = Session(d + "/parent.jsonl", flush_interval=3600).open()
@@ -120,7 +120,7 @@ w = s._writer
 # and in the child that thread no longer exists to release them.
 locks = {
     "session id": _ids._uuid7_lock,
-    "open sessions": _session._open_lock,
+    "open sessions": _registry._lock,
     "fd pool": _writer._fd_pool._lock,
     "flusher": _writer._flusher._lock,
     "buffer": w._lock,

@@ -6,13 +6,13 @@ packages. Nothing here is imported by ``ststrace`` itself.
 
 from __future__ import annotations
 
-from ststrace._testing.fakeapi import (
+from ststrace.testing.fakeapi import (
     DEFAULT_TOOL_CALLS,
     FakeAPI,
     RecordedRequest,
     ScriptedToolCall,
 )
-from ststrace._testing.netguard import ExternalNetworkError, localhost_only
+from ststrace.testing.netguard import ExternalNetworkError, localhost_only
 
 __all__ = [
     "DEFAULT_TOOL_CALLS",
