@@ -1,12 +1,14 @@
 # Two commands do all the set-up on a fresh machine with Python and pip:
-#   make demo   - runs examples/quickstart.py (writes, validates and renders a trace)
-#   make test   - runs the whole test suite
-# Both create .venv (with the test extras) when it is missing or stale.
+#   make demo   - runs examples/quickstart.py (writes, validates and renders a trace);
+#                 installs only ststrace and its two dependencies (wrapt, orjson)
+#   make test   - runs the whole test suite; installs the test extras
+# Both create .venv when it is missing and reinstall when pyproject.toml changes.
 
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ststrace-installed
+CORE   := $(VENV)/.ststrace-core
 
 .PHONY: demo test bench typecheck clean
 
@@ -15,7 +17,14 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+# The demo needs nothing but the package itself; a venv that already has the
+# test extras (make test ran first) has it too.
+$(CORE): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -f $(STAMP) -a $(STAMP) -nt pyproject.toml || $(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $(CORE)
+
+demo: $(CORE)
 	$(BIN)/python examples/quickstart.py
 
 test: $(STAMP)

@@ -7,6 +7,8 @@ validator, renders it to a self-contained HTML page, and prints both paths.
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import sys
 from pathlib import Path
@@ -92,7 +94,10 @@ def main() -> int:
     except ImportError:  # the viewer is optional in a stripped-down install
         return 0
     html = Path(session.path).with_suffix(".html")
-    if cli(["view", str(session.path), "-o", str(html)]) == 0:
+    # `ststrace view` prints the page's path itself; say it once, with a label.
+    with contextlib.redirect_stdout(io.StringIO()):
+        rendered = cli(["view", str(session.path), "-o", str(html)]) == 0
+    if rendered:
         print(f"HTML view: {html}")
     return 0
 

@@ -153,6 +153,10 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
             try:
                 obj = orjson.loads(raw)
             except orjson.JSONDecodeError as exc:
+                if first and terminated:
+                    # Not a trace at all (a README, a CSV): one problem, not one per line.
+                    err(n, "not-sts", f"not an STS trace (line {n}: not valid JSON: {exc})")
+                    return problems
                 if not terminated:
                     err(n, "torn-line", "last line is incomplete (crash mid-write?); Session(..., resume=True) cuts it off")
                 else:
@@ -162,15 +166,18 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
             if not terminated:
                 warn(n, "no-final-newline", "last line does not end with a newline")
             if not isinstance(obj, dict):
+                if first:
+                    err(n, "not-sts", f"not an STS trace (line {n}: a JSON {type(obj).__name__}, not a session header)")
+                    return problems
                 err(n, "not-object", f"line is a JSON {type(obj).__name__}, not an object")
-                first = False
                 continue
             if first:
                 first = False
                 if obj.get("type") != "session":
-                    err(n, "header-missing", 'first line is not a session header ({"type": "session", ...})')
                     if obj.get("type") != "message":
-                        continue
+                        err(n, "not-sts", f'not an STS trace (line {n}: a JSON object without "type": "session")')
+                        return problems
+                    err(n, "header-missing", 'first line is not a session header ({"type": "session", ...})')
                 else:
                     header_ok = True
                     for key in ("harness", "id"):

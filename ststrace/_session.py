@@ -161,7 +161,9 @@ class Session:
         self._max_buffer = max_buffer
         self._given_id = id
         self.id: str = id if id is not None else new_session_id()
-        self.path: Path = self._resolve_path(path)
+        self._path: Path = self._resolve_path(path)
+        if self.disabled:
+            _note_disabled()
         self._guard = None if self.disabled else make_guard(redact, max_field_chars)
         self._writer: Writer | None = None
         self._tokens: list[Any] = []
@@ -188,7 +190,18 @@ class Session:
         p = Path(path)
         if p.suffix == ".jsonl":
             return p
+        if p.suffix and not p.is_dir():
+            # "trace.json" would silently become a directory of that name.
+            raise ValueError(
+                f"Session path {os.fspath(path)!r}: give a directory (the file is named after the session id) "
+                f"or a file ending in .jsonl, such as {os.fspath(p.with_suffix('.jsonl'))!r}"
+            )
         return p / f"{self.id}.jsonl"
+
+    @property
+    def path(self) -> Path | None:
+        """The trace file, or ``None`` when tracing is off (``STSTRACE_DISABLED=1``)."""
+        return None if self.disabled else self._path
 
     def _open_file(self) -> None:
         if self._writer is not None or self._closed:
@@ -197,16 +210,16 @@ class Session:
             return
         if self.disabled:
             return
-        _make_private_dirs(self.path.parent)
-        if self.resume and (self.path.exists() or self.path.is_symlink()):
+        _make_private_dirs(self._path.parent)
+        if self.resume and (self._path.exists() or self._path.is_symlink()):
             fd = self._open_for_resume()
             header_line = b""
         else:
             try:
-                fd = create_exclusive(self.path)
+                fd = create_exclusive(self._path)
             except FileExistsError:
                 raise FileExistsError(
-                    f"{self.path} already exists; ststrace never overwrites a trace "
+                    f"{self._path} already exists; ststrace never overwrites a trace "
                     "(pass resume=True to append to it, or choose another path or id)"
                 ) from None
             header = _records.header(self.harness, self.id, self.name, self.metadata)
@@ -224,12 +237,12 @@ class Session:
             if header_line:
                 # We created it: an empty file without a header would block this id.
                 try:
-                    os.unlink(self.path)
+                    os.unlink(self._path)
                 except OSError:
                     pass
-            raise WriteError(self.path, exc) from exc
+            raise WriteError(self._path, exc) from exc
         self._writer = Writer(
-            self.path,
+            self._path,
             fd,
             flush_interval=self.flush_interval,
             buffer_size=self.buffer_size,
@@ -242,9 +255,9 @@ class Session:
         _signals.install()  # a no-op once installed, or off the main thread
 
     def _open_for_resume(self) -> int:
-        if self.path.is_symlink():
-            raise ValueError(f"{self.path} is a symlink; ststrace does not follow it")
-        with open(self.path, "rb") as f:
+        if self._path.is_symlink():
+            raise ValueError(f"{self._path} is a symlink; ststrace does not follow it")
+        with open(self._path, "rb") as f:
             first = f.readline()
             try:
                 header = orjson.loads(first)
@@ -256,10 +269,10 @@ class Session:
                 and isinstance(header.get("id"), str)
                 and isinstance(header.get("harness"), str)
             ):
-                raise ValueError(f"{self.path}:1: not an STS session header; cannot resume this file")
+                raise ValueError(f"{self._path}:1: not an STS session header; cannot resume this file")
             if self._given_id is not None and header["id"] != self._given_id:
                 raise ValueError(
-                    f"{self.path}: session id is {header['id']!r}, not {self._given_id!r}; cannot resume"
+                    f"{self._path}: session id is {header['id']!r}, not {self._given_id!r}; cannot resume"
                 )
             self.id = header["id"]
             if "name" in header and self.name is None and isinstance(header["name"], str):
@@ -272,11 +285,11 @@ class Session:
                     break
                 good_end = offset
                 self._replay(line)
-        fd = open_append(self.path)
+        fd = open_append(self._path)
         size = os.fstat(fd).st_size
         if good_end < size:
             # A crash left a torn last line: cut it so appended lines stay valid.
-            logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self.path)
+            logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self._path)
             os.ftruncate(fd, good_end)
         return fd
 
@@ -342,7 +355,7 @@ class Session:
             return None
         err = writer.close()
         if err is None and self.sync_to:
-            _registry.after_close(self.path, self.sync_to)
+            _registry.after_close(self._path, self.sync_to)
         return err
 
     def __enter__(self) -> Session:
@@ -397,7 +410,8 @@ class Session:
 
     def stats(self) -> dict[str, Any]:
         if self._writer is None:
-            out: dict[str, Any] = {"messages": 0, "bytes": 0, "flushes": 0, "write_errors": 0, "lost": 0}
+            # The same keys as an open writer's, so code reading stats works disabled too.
+            out: dict[str, Any] = {"messages": 0, "bytes": 0, "flushes": 0, "write_errors": 0, "lost": 0, "buffered_bytes": 0}
         else:
             out = self._writer.stats()
         out["pending_tool_calls"] = len(self._pending)
@@ -573,7 +587,7 @@ class Session:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._writer else "new")
-        return f"<ststrace.Session id={self.id!r} path={str(self.path)!r} {state}>"
+        return f"<ststrace.Session id={self.id!r} path={str(self._path)!r} {state}>"
 
 
 def _make_private_dirs(directory: Path) -> None:
@@ -587,6 +601,16 @@ def _make_private_dirs(directory: Path) -> None:
         d = d.parent
     for d in reversed(missing):
         d.mkdir(mode=0o700, exist_ok=True)
+
+
+_disabled_noted = False
+
+
+def _note_disabled() -> None:
+    global _disabled_noted
+    if not _disabled_noted:
+        _disabled_noted = True
+        logger.info("ststrace: STSTRACE_DISABLED is set; sessions record nothing and write no file")
 
 
 def _load_sync(sync_to: str) -> None:

@@ -244,9 +244,14 @@ def test_unusable_input_gives_one_line_error_and_exit_1(
     captured = capsys.readouterr()
     assert "Traceback" not in captured.err + captured.out
     if cmd[0] == "validate" and kind not in ("missing", "directory"):
-        # validate reports a readable-but-wrong file as problem lines on stdout.
+        # validate reports a readable-but-wrong file on stdout: a file that is
+        # no trace at all in one line, a damaged trace as problem lines.
         assert where is not None
-        assert any(line.startswith(where + ": error: ") for line in captured.out.splitlines())
+        out = captured.out.splitlines()
+        if kind in ("not-a-trace", "binary", "json-but-not-sts"):
+            assert out == [line for line in out if line.startswith(f"{path}: not an STS trace (line 1: ")] and len(out) == 1, out
+        else:
+            assert any(line.startswith(where + ": error: ") for line in out)
         return
     err_lines = captured.err.strip().splitlines()
     assert len(err_lines) == 1, captured.err

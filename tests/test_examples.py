@@ -29,6 +29,7 @@ def test_quickstart_writes_validates_and_renders_a_trace(tmp_path: Path) -> None
     assert f"trace written and valid: traces/{traces[0].name}" in proc.stdout
     html = traces[0].with_suffix(".html")
     assert html.exists() and str(html.relative_to(tmp_path)) in proc.stdout
+    assert proc.stdout.count(html.name) == 1, proc.stdout  # the page's path is printed once
     assert not [p for p in ststrace.validate(traces[0]) if p.severity == "error"]
     trace = ststrace.read(traces[0])
     roles = [m["role"] for m in trace.messages]

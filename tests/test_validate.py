@@ -33,6 +33,7 @@ CASES: dict[str, tuple[str, int, str]] = {
     "invalid-json": ("\n".join([H, USER, "{oops", ANSWER]) + "\n", 3, "error"),
     "no-final-newline": ("\n".join([H, USER, ANSWER]), 3, "warning"),
     "not-object": ("\n".join([H, USER, "[1, 2]", ANSWER]) + "\n", 3, "error"),
+    "not-sts": ("# a README\n\nprose\n", 1, "error"),
     "duplicate-header": ("\n".join([H, USER, H, ANSWER]) + "\n", 3, "error"),
     "envelope": ("\n".join([H, USER, '{"type":"msg","message":{"role":"user","content":""}}', ANSWER]) + "\n", 3, "error"),
     "unknown-role": ("\n".join([H, USER, m('"role":"robot","content":"beep"'), ANSWER]) + "\n", 3, "error"),

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import sys
-from typing import Any, TextIO
+from typing import Any, Iterator, TextIO
 
 from .convert import plural
 
@@ -40,21 +42,38 @@ def add_upload_parser(subparsers: Any) -> argparse.ArgumentParser:
     return p
 
 
+@contextlib.contextmanager
+def _quiet_refusals() -> Iterator[None]:
+    """The library logs each refusal for Python callers; here the command prints
+    its own ``refused ...`` line, so the logged copy would say it twice."""
+
+    def drop(record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("ststrace: not uploading ")
+
+    log = logging.getLogger("ststrace")
+    log.addFilter(drop)
+    try:
+        yield
+    finally:
+        log.removeFilter(drop)
+
+
 def run_upload(args: argparse.Namespace, *, api: Any = None) -> int:
     from .._hub import parse_target, upload
 
     err: TextIO = sys.stderr
     try:
         target = parse_target(repo=args.repo, bucket=args.bucket)
-        items = upload(
-            args.paths,
-            repo=args.repo,
-            bucket=args.bucket,
-            public=args.public,
-            force=args.force,
-            dry_run=args.dry_run,
-            api=api,
-        )
+        with _quiet_refusals():
+            items = upload(
+                args.paths,
+                repo=args.repo,
+                bucket=args.bucket,
+                public=args.public,
+                force=args.force,
+                dry_run=args.dry_run,
+                api=api,
+            )
     except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError, ImportError) as exc:
         # Bad arguments or unreadable local files: nothing was sent.
         print(f"ststrace upload: {exc}", file=err)

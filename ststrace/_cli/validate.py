@@ -10,10 +10,14 @@ from ._common import CliError, describe, dump_json, one_line, trace_file, warn
 
 HELP = "check trace files against STS-Format"
 
+#: Problems printed per file; a broken file's first lines say what is wrong.
+MAX_SHOWN = 20
+
 
 def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace files (.jsonl)")
     p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
+    p.add_argument("--all", action="store_true", help=f"print every problem, not just the first {MAX_SHOWN} per file")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -50,9 +54,15 @@ def run(args: argparse.Namespace) -> int:
             }
         )
         if not args.json:
-            for pr in problems:
+            if len(problems) == 1 and problems[0].code == "not-sts":
+                print(f"{path}: {one_line(problems[0].message)}")
+                continue
+            shown = problems if args.all else problems[:MAX_SHOWN]
+            for pr in shown:
                 where = f"{path}:{pr.line}" if pr.line > 0 else str(path)
                 print(f"{where}: {pr.severity}: {pr.code}: {one_line(pr.message)}")
+            if len(shown) < len(problems):
+                print(f"{path}: ... and {len(problems) - len(shown)} more problems (--all or --json lists every one)")
             if not problems:
                 print(f"{path}: ok")
     if args.json:
