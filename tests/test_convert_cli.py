@@ -13,7 +13,7 @@ import pytest
 from ststrace import read, validate
 from ststrace._cli.convert import _Progress, add_convert_parser, run_convert
 
-SAMPLES = Path(__file__).resolve().parents[2] / "shared" / "fixtures" / "agent-traces"
+SAMPLES = Path(__file__).resolve().parent / "fixtures" / "agent-traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "convert"
 
 
@@ -65,7 +65,6 @@ def test_convert_from_and_all_branches(tmp_path: Path, capsys: pytest.CaptureFix
     assert "unknown source format 'nope'" in capsys.readouterr().err
 
 
-@pytest.mark.skipif(not SAMPLES.is_dir(), reason="shared agent-trace samples not present")
 def test_convert_directory_of_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A directory input converts every *.jsonl under it."""
     out = tmp_path / "out"
