@@ -377,7 +377,9 @@ def test_claude_code_sidechain_gets_its_own_trace(tmp_path: Path) -> None:
     assert main.messages[1]["reasoningContent"] == "Delegate the search."
     assert main.messages[2]["content"] == "It is in app/config.py line 12.\n[image: image/png]"
     assert side.id == "cc-side-1-agent-a1b2"
-    assert side.header["parent_session"] == "cc-side-1" and side.header["agent_id"] == "a1b2"
+    assert side.header["parentSessionId"] == "cc-side-1" and side.header["agent_id"] == "a1b2"
+    assert "parentToolCallId" not in side.header  # nothing in this file links the agent to its Task call
+    assert side.header["name"] == "Find where config is loaded"  # its first prompt
     assert [m["role"] for m in side.messages] == ["user", "assistant", "tool", "assistant"]
     assert side.messages[1]["model"] == "claude-haiku-4-5"
     assert result.dropped == Counter({"image": 1})
