@@ -270,7 +270,8 @@ def _looks_sts(dicts: list[dict[str, Any]]) -> bool:
     return all(
         o.get("type") == "message"
         and isinstance(o.get("message"), dict)
-        and o["message"].get("role") in _STS_ROLES
+        and isinstance(o["message"].get("role"), str)
+        and o["message"]["role"] in _STS_ROLES
         and "id" not in o
         for o in rest
     )

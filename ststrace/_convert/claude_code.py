@@ -100,7 +100,7 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
         return key, g
 
     for obj in lines:
-        kind = obj.get("type")
+        kind = obj.get("type") if isinstance(obj.get("type"), str) else None
         if kind in _SKIPPED:
             continue
         ts = to_ms(obj.get("timestamp"))
@@ -125,7 +125,7 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
             sub = data.get("type") if isinstance(data, dict) else None
             file_dropped["agent_progress" if sub == "agent_progress" else "progress"] += 1
         else:
-            file_dropped[f"line:{kind}" if isinstance(kind, str) else "line:untyped"] += 1
+            file_dropped[f"line:{kind}" if kind is not None else "line:untyped"] += 1
 
     for gkey, g in groups.items():
         if not g.b.name and gkey in first_prompt:
