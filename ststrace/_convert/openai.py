@@ -82,7 +82,8 @@ def _conversation(obj: Any) -> list[Any] | None:
     if isinstance(obj, Mapping):
         messages = obj.get("messages")
         return messages if isinstance(messages, list) else None
-    if isinstance(obj, list) and obj and all(_is_message(m) for m in obj):
+    # A list of objects, some of them messages (the others are counted when added).
+    if isinstance(obj, list) and obj and all(isinstance(m, Mapping) for m in obj) and any(_is_message(m) for m in obj):
         return obj
     return None
 
