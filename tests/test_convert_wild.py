@@ -414,3 +414,23 @@ def test_type_confused_input_is_counted_not_fatal(tmp_path: Path) -> None:
     assert result.dropped["block:untyped"] == 1 and result.dropped["message:['assistant']"] == 1
     assert trace.messages[2]["toolCalls"][0]["function"] == {"name": "unknown", "arguments": "3"}
     _valid(trace, tmp_path)
+
+
+@pytest.mark.allow_internal_errors
+def test_cli_reports_an_unforeseen_error_with_the_file_and_goes_on(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A converter bug (here: a TypeError planted in the Droid converter) is one line naming the file; the batch continues."""
+    from ststrace import _convert
+
+    def broken(path: Path, **kwargs: Any) -> Any:
+        raise TypeError("unhashable type: 'list'")
+
+    monkeypatch.setitem(_convert.FORMATS, "droid", broken)
+    out = tmp_path / "out"
+    src = WILD / "droid_models.jsonl"
+    code, summary, err = _cli([str(src), str(WILD / "codex_early.jsonl"), "-o", str(out)], capsys)
+    assert code == 1
+    assert err.strip() == f"ststrace convert: {src}: internal error: TypeError: unhashable type: 'list' (STSTRACE_DEBUG=1 shows the traceback)"
+    assert summary.startswith("converted 1 of 2 files into 1 trace") and summary.endswith("; 1 failed")
+    assert [p.name for p in out.iterdir()] == ["4f6e2b1a-0c9d-4e8f-a7b6-5c4d3e2f1a0b.jsonl"]
