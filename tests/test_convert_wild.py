@@ -90,6 +90,16 @@ def test_codex_image_prompt_is_one_user_message(tmp_path: Path) -> None:
     assert result.dropped == Counter({"image": images}) and images == 2
     _valid(trace, tmp_path)
 
+    # The event first, then the item: the same single message and count.
+    lines = src.read_text().splitlines()
+    item = next(i for i, ln in enumerate(lines) if "input_image" in ln)
+    lines[item], lines[item + 1] = lines[item + 1], lines[item]
+    swapped = tmp_path / "swapped.jsonl"
+    swapped.write_text("\n".join(lines) + "\n")
+    again = convert_file(swapped)
+    assert again.traces[0].messages == trace.messages
+    assert again.dropped == Counter({"image": 2})
+
 
 # -- 2, 3, 8, 9. Claude Code -------------------------------------------------------------
 
@@ -299,7 +309,8 @@ def test_rerun_skip_existing_and_force(tmp_path: Path, capsys: pytest.CaptureFix
 
     code, summary, err = _cli(["--skip-existing", str(src), "-o", str(out)], capsys)
     assert (code, err) == (0, "")
-    assert "; 1 skipped (already converted)" in summary and target.stat().st_mtime == 1
+    assert summary.startswith("converted 1 of 1 file into 0 traces") and "; 1 skipped (already converted)" in summary
+    assert target.stat().st_mtime == 1
 
     code, summary, err = _cli(["--force", str(src), "-o", str(out)], capsys)
     assert (code, err) == (0, "") and "; 1 replaced" in summary

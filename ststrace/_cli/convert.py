@@ -182,10 +182,11 @@ def _first_line(path: Path) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
-def _write(path: Path, traces: list[Trace], args: argparse.Namespace, outdir: Path, totals: _Totals) -> int:
-    """Write the outputs of one input, all or nothing; returns how many were written."""
+def _write(path: Path, traces: list[Trace], args: argparse.Namespace, outdir: Path, totals: _Totals) -> list[Trace]:
+    """Write the outputs of one input, all or nothing; returns the traces written."""
     render: Callable[[Trace], bytes] = pi_bytes if args.to == "pi" else sts_bytes
     plan: list[tuple[Path, bytes, bool]] = []  # (output, data, replace)
+    kept: list[Trace] = []
     skipped = 0
     for trace in traces:
         out = outdir / output_name(trace)
@@ -198,6 +199,7 @@ def _write(path: Path, traces: list[Trace], args: argparse.Namespace, outdir: Pa
                 continue
             if args.force and _ours(out, args.to):
                 plan.append((out, render(trace), True))
+                kept.append(trace)
                 continue
             hint = "" if (args.skip_existing or args.force) else " (--skip-existing keeps it, --force replaces it)"
             why = "holds another session" if args.skip_existing and _ours(out, args.to) else "already exists"
@@ -205,6 +207,7 @@ def _write(path: Path, traces: list[Trace], args: argparse.Namespace, outdir: Pa
                 why = "already exists and was not written by ststrace"
             raise _Refused(f"{path}: {out} {why}; not overwritten{hint}")
         plan.append((out, render(trace), False))
+        kept.append(trace)
     written: list[Path] = []
     try:
         for out, data, replace in plan:
@@ -219,7 +222,7 @@ def _write(path: Path, traces: list[Trace], args: argparse.Namespace, outdir: Pa
             w.unlink(missing_ok=True)
         raise
     totals.skipped += skipped
-    return len(plan)
+    return kept
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -246,7 +249,7 @@ def run_convert(args: argparse.Namespace) -> int:
         progress.update(i, str(path))
         try:
             traces, dropped, redactions = _load(path, args)
-            _write(path, traces, args, outdir, totals)
+            traces = _write(path, traces, args, outdir, totals)
         except Exception as exc:
             progress.clear()
             totals.failed += 1

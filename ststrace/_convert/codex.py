@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .._encode import content_text, json_text
-from ._common import Builder, Converted, blocks_text, finish, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, Converted, blocks_text, finish, image_mime, iter_jsonl, placeholder, str_or_none, to_ms
 
 HARNESS = "codex"
 
@@ -77,10 +77,10 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
                     recorded_by_item[key] -= 1
                     continue
                 current = None
-                images = _count(p.get("images")) + _count(p.get("local_images"))
+                images = _images(p.get("images")) + _images(p.get("local_images"))
                 if images:
-                    b.dropped["image"] += images
-                    text = "\n".join([text] + ["[image]"] * images)
+                    b.dropped["image"] += len(images)
+                    text = "\n".join([text, *images])
                 b.user(text, ts)
                 pending_from_events[key] -= 1
                 recorded_by_event[key] += 1
@@ -160,8 +160,11 @@ def _normalize(obj: Mapping[str, Any], first: bool) -> tuple[str, Mapping[str, A
     return "response_item", obj, ts
 
 
-def _count(value: Any) -> int:
-    return len(value) if isinstance(value, list) else 0
+def _images(value: Any) -> list[str]:
+    """Placeholders for the images of a ``user_message`` event (data URLs give their type)."""
+    if not isinstance(value, list):
+        return []
+    return [placeholder("image", image_mime({"image_url": v}) if isinstance(v, str) else None) for v in value]
 
 
 def _event_text(p: Mapping[str, Any]) -> str:
