@@ -10,8 +10,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+import orjson
+
 from .._errors import internal_error
-from .._reader import Trace
+from .._guard import make_guard
+from .._reader import Trace, read
 from .._convert import (
     FORMATS,
     ConvertError,
@@ -151,9 +154,6 @@ def _load(path: Path, args: argparse.Namespace) -> tuple[list[Trace], Counter[st
     """(traces, dropped, redactions) for one input."""
     redact = not args.no_redact
     if args.to == "pi" and args.from_ is None and is_sts(path):
-        from .._guard import make_guard
-        from .._reader import read
-
         trace = read(path)
         guard = make_guard(redact)
         if guard is not None:
@@ -172,8 +172,6 @@ def _ours(path: Path, to: str) -> bool:
 
 
 def _first_line(path: Path) -> dict[str, Any] | None:
-    import orjson
-
     try:
         with open(path, "rb") as f:
             obj = orjson.loads(f.readline(1 << 20))

@@ -378,7 +378,6 @@ class Builder:
         return Converted(Trace(header=header, messages=self.messages), self.dropped)
 
 
-
 def finish(builders: Iterable[Builder], file_dropped: Counter[str]) -> list[Converted]:
     """The traces of the builders that hold messages; what the empty ones
     dropped (an orphan result in an otherwise empty subagent) stays counted
