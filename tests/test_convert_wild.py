@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ststrace import read, validate
+from ststrace import validate
 from ststrace._cli.convert import add_convert_parser, run_convert
 from ststrace._convert import ConvertError, convert, convert_file, detect, output_name, write_trace
 from ststrace._reader import Trace
@@ -204,7 +204,7 @@ def test_cli_never_says_from_underscore(tmp_path: Path, capsys: pytest.CaptureFi
     odd.write_text('{"hello": "world"}\n')
     garbage = tmp_path / "garbage.json"
     garbage.write_text("{not json")
-    code, summary, err = _cli([str(odd), str(garbage), "-o", str(tmp_path / "o")], capsys)
+    code, _, err = _cli([str(odd), str(garbage), "-o", str(tmp_path / "o")], capsys)
     assert code == 1 and err.count("\n") == 2
     assert "--from" in err and "from_" not in err.replace(str(tmp_path), "")
     with pytest.raises(ConvertError, match="from_="):  # the Python API says it the Python way

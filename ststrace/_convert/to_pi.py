@@ -30,7 +30,7 @@ import orjson
 from .._encode import dumps
 from .._reader import Trace
 
-__all__ = ["CONVERTED_BY", "pi_lines", "pi_bytes"]
+__all__ = ["CONVERTED_BY", "pi_bytes", "pi_lines"]
 
 CONVERTED_BY = "ststrace"
 
