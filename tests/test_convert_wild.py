@@ -153,6 +153,16 @@ def test_claude_subagent_file_links_parent_and_counts_torn_line(tmp_path: Path) 
     assert [m["role"] for m in trace.messages] == ["user", "assistant", "tool", "assistant"]
     _valid(trace, tmp_path)
 
+    # Lines that do not say isSidechain / agentId: the subagents/agent-<id>.jsonl path does.
+    bare = tmp_path / "cc-main-1" / "subagents" / CC_AGENT.name
+    bare.parent.mkdir(parents=True)
+    rows = [{k: v for k, v in o.items() if k not in ("isSidechain", "agentId")} for o in _rows(CC_AGENT)]
+    bare.write_text("".join(json.dumps(o) + "\n" for o in rows))
+    shutil.copy(CC_MAIN, tmp_path / CC_MAIN.name)
+    (plain,) = convert(bare)
+    assert plain.id == trace.id and plain.header["parentToolCallId"] == "toolu_task_1"
+    assert plain.messages == trace.messages
+
     # Without the main file beside it, the call cannot be known; the session still can.
     alone = tmp_path / "x" / "subagents" / CC_AGENT.name
     alone.parent.mkdir(parents=True)

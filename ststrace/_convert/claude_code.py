@@ -70,10 +70,12 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
     own = [text for leaf, text in summaries if leaf in uuids]
     title = custom_title or (own[-1] if own else None)
     task_calls = _task_calls(lines)
-    if path.parent.name == "subagents" and any(obj.get("isSidechain") for obj in lines):
+    # A file in <session>/subagents/ is a subagent's even if its lines do not say so.
+    file_agent = path.stem[len("agent-") :] if path.parent.name == "subagents" and path.stem.startswith("agent-") else None
+    if file_agent is not None:
         # <session>/subagents/agent-<id>.jsonl: the main file tells which call spawned it.
         main = path.parent.parent.with_name(path.parent.parent.name + ".jsonl")
-        agent_ids = {a for obj in lines if isinstance(a := obj.get("agentId"), str)}
+        agent_ids = {a for obj in lines if isinstance(a := obj.get("agentId"), str)} | {file_agent}
         for key, value in _task_calls_in(main, agent_ids).items():
             task_calls.setdefault(key, value)
 
@@ -82,8 +84,8 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
 
     def group_for(obj: Mapping[str, Any]) -> tuple[str | None, _Group]:
         key = None
-        if obj.get("isSidechain"):
-            key = str_or_none(obj.get("agentId")) or "sidechain"
+        if obj.get("isSidechain") or file_agent:
+            key = str_or_none(obj.get("agentId")) or file_agent or "sidechain"
         g = groups.get(key)
         if g is None:
             b = Builder(HARNESS, sid if key is None else f"{sid}-agent-{key}")
