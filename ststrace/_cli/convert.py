@@ -1,14 +1,33 @@
-"""``ststrace convert``: other agents' session files to STS traces."""
+"""``ststrace convert``: other agents' session files to STS traces (or STS to Pi)."""
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, Callable, TextIO
 
-from .._convert import FORMATS, convert_file, format_name, output_name, write_trace
+import orjson
+
+from .._errors import internal_error
+from .._guard import make_guard
+from .._reader import Trace, read
+from .._convert import (
+    FORMATS,
+    ConvertError,
+    convert_file,
+    format_name,
+    guard_trace,
+    is_sts,
+    output_name,
+    replace_file,
+    sts_bytes,
+    write_new,
+)
+from .._convert.to_pi import CONVERTED_BY, pi_bytes
 
 __all__ = ["HELP", "add_convert_parser", "plural", "run", "run_convert", "setup", "setup_convert"]
 
@@ -19,9 +38,21 @@ HELP = CONVERT_HELP = "convert other agents' session files (Pi, Claude Code, Cod
 def setup_convert(p: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments to *p* (for a table of commands)."""
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="session file(s) or directories (every *.jsonl under it)")
-    p.add_argument("-o", "--out", dest="outdir", required=True, metavar="OUTDIR", help="directory for the STS files")
+    p.add_argument("-o", "--out", dest="outdir", required=True, metavar="OUTDIR", help="directory for the converted files")
     p.add_argument("--from", dest="from_", metavar="FORMAT", help=f"source format: {', '.join(FORMATS)} (default: detect)")
+    p.add_argument(
+        "--to",
+        choices=("sts", "pi"),
+        default="sts",
+        help="output layout: sts (default) or pi (a Pi v3 session with a harness field; STS inputs are accepted too)",
+    )
     p.add_argument("--all-branches", action="store_true", help="Pi: one file per branch (leaf), not just the active one")
+    p.add_argument("--no-redact", action="store_true", help="keep secrets (redaction is on by default, as in Session)")
+    again = p.add_mutually_exclusive_group()
+    again.add_argument(
+        "--skip-existing", action="store_true", help="leave outputs that already hold the same session alone (reported as skipped)"
+    )
+    again.add_argument("--force", action="store_true", help="replace existing outputs that ststrace wrote (never other files)")
     p.set_defaults(func=run_convert)
 
 
@@ -72,19 +103,124 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def _inputs(names: list[str]) -> list[Path]:
+def _inputs(names: list[str]) -> tuple[list[Path], int]:
+    """The files to convert, and how many of them are Claude Code subagent files.
+
+    A Claude Code session ``<dir>/<id>.jsonl`` keeps its subagents in
+    ``<dir>/<id>/subagents/agent-*.jsonl``: given the session, those come too.
+    """
     out: list[Path] = []
     for name in names:
         p = Path(name)
         if p.is_dir():
             out.extend(f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
-        else:
-            out.append(p)
-    return out
+            continue
+        out.append(p)
+        subagents = p.with_suffix("") / "subagents"
+        if p.suffix == ".jsonl" and subagents.is_dir():
+            out.extend(f for f in sorted(subagents.glob("agent-*.jsonl")) if f.is_file())
+    seen: set[Path] = set()
+    files: list[Path] = []
+    for f in out:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            files.append(f)
+    return files, sum(1 for f in files if f.parent.name == "subagents")
 
 
 def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class _Totals:
+    done: int = 0
+    failed: int = 0
+    traces: int = 0
+    skipped: int = 0
+    replaced: int = 0
+    messages: int = 0
+    calls: int = 0
+    dropped: Counter[str] = field(default_factory=Counter)
+    redacted: Counter[str] = field(default_factory=Counter)
+
+
+class _Refused(Exception):
+    """An output exists and the options say not to touch it."""
+
+
+def _load(path: Path, args: argparse.Namespace) -> tuple[list[Trace], Counter[str], dict[str, int]]:
+    """(traces, dropped, redactions) for one input."""
+    redact = not args.no_redact
+    if args.to == "pi" and args.from_ is None and is_sts(path):
+        trace = read(path)
+        guard = make_guard(redact)
+        if guard is not None:
+            guard_trace(guard, trace)
+        return [trace], Counter(), dict(guard.counts) if guard is not None else {}
+    result = convert_file(path, args.from_, all_branches=args.all_branches, redact=redact)
+    return result.traces, result.dropped, result.redactions
+
+
+def _ours(path: Path, to: str) -> bool:
+    """Whether *path* is a file this command writes (so --force may replace it)."""
+    if to == "sts":
+        return is_sts(path)
+    head = _first_line(path)
+    return head is not None and head.get("type") == "session" and head.get("convertedBy") == CONVERTED_BY
+
+
+def _first_line(path: Path) -> dict[str, Any] | None:
+    try:
+        with open(path, "rb") as f:
+            obj = orjson.loads(f.readline(1 << 20))
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
+
+
+def _write(path: Path, traces: list[Trace], args: argparse.Namespace, outdir: Path, totals: _Totals) -> list[Trace]:
+    """Write the outputs of one input, all or nothing; returns the traces written."""
+    render: Callable[[Trace], bytes] = pi_bytes if args.to == "pi" else sts_bytes
+    plan: list[tuple[Path, bytes, bool]] = []  # (output, data, replace)
+    kept: list[Trace] = []
+    skipped = 0
+    for trace in traces:
+        out = outdir / output_name(trace)
+        if any(out == q for q, _, _ in plan):
+            raise _Refused(f"{path}: two sessions with the id {trace.id!r}; the second would overwrite the first")
+        if os.path.lexists(out):
+            head = _first_line(out)
+            if args.skip_existing and head is not None and head.get("id") == trace.id and _ours(out, args.to):
+                skipped += 1
+                continue
+            if args.force and _ours(out, args.to):
+                plan.append((out, render(trace), True))
+                kept.append(trace)
+                continue
+            hint = "" if (args.skip_existing or args.force) else " (--skip-existing keeps it, --force replaces it)"
+            why = "holds another session" if args.skip_existing and _ours(out, args.to) else "already exists"
+            if args.force:
+                why = "already exists and was not written by ststrace"
+            raise _Refused(f"{path}: {out} {why}; not overwritten{hint}")
+        plan.append((out, render(trace), False))
+        kept.append(trace)
+    written: list[Path] = []
+    try:
+        for out, data, replace in plan:
+            if replace:
+                replace_file(out, data)
+                totals.replaced += 1
+            else:
+                written.append(write_new(out, data))
+    except BaseException:
+        # All of a file or nothing: a re-run must not trip over half of it.
+        for w in written:
+            w.unlink(missing_ok=True)
+        raise
+    totals.skipped += skipped
+    return kept
 
 
 def run_convert(args: argparse.Namespace) -> int:
@@ -92,64 +228,83 @@ def run_convert(args: argparse.Namespace) -> int:
     err: TextIO = sys.stderr
     if args.from_ is not None:
         try:
-            format_name(args.from_)
+            args.from_ = format_name(args.from_)
         except ValueError as exc:
-            print(f"ststrace convert: {exc}", file=err)
+            print(f"ststrace convert: {str(exc).replace('source format', '--from format')}", file=err)
             return 1
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         print(f"ststrace convert: cannot create {outdir}: {exc}", file=err)
         return 1
-    files = _inputs(args.inputs)
+    files, subagents = _inputs(args.inputs)
+    if not files:
+        print("ststrace convert: no input files (the directories hold no *.jsonl)", file=err)
+        return 1
     progress = _Progress(len(files), err)
-    done = failed = traces = messages = calls = 0
-    dropped: Counter[str] = Counter()
+    totals = _Totals()
     for i, path in enumerate(files):
         progress.update(i, str(path))
         try:
-            result = convert_file(path, args.from_, all_branches=args.all_branches)
-            written: list[Path] = []
-            try:
-                for trace in result.traces:
-                    written.append(write_trace(trace, outdir / output_name(trace)))
-            except BaseException:
-                # All of a file or nothing: a re-run must not trip over half of it.
-                for w in written:
-                    w.unlink(missing_ok=True)
-                raise
-        except (OSError, ValueError, UnicodeDecodeError) as exc:
+            traces, dropped, redactions = _load(path, args)
+            traces = _write(path, traces, args, outdir, totals)
+        except Exception as exc:
             progress.clear()
-            failed += 1
+            totals.failed += 1
             print(f"ststrace convert: {_reason(path, exc)}", file=err)
             continue
-        done += 1
-        traces += len(result.traces)
-        messages += sum(len(t.messages) for t in result.traces)
-        calls += sum(len(m.get("toolCalls", ())) for t in result.traces for m in t.messages)
-        dropped.update(result.dropped)
-        if not result.traces:
-            progress.clear()
-            print(f"ststrace convert: {path}: no messages; nothing written", file=err)
+        totals.done += 1
+        totals.traces += len(traces)
+        totals.messages += sum(len(t.messages) for t in traces)
+        totals.calls += sum(len(m.get("toolCalls", ())) for t in traces for m in t.messages)
+        totals.dropped.update(dropped)
+        totals.redacted.update(redactions)
     progress.update(len(files), "")
     progress.clear()
-    summary = (
-        f"converted {done} of {plural(len(files), 'file')} into {plural(traces, 'trace')} in {outdir} "
-        f"({plural(messages, 'message')}, {plural(calls, 'tool call')})"
+    print(_summary(totals, len(files), outdir, args, subagents))
+    return 1 if totals.failed else 0
+
+
+def _summary(t: _Totals, n_files: int, outdir: Path, args: argparse.Namespace, subagents: int) -> str:
+    layout = " (Pi layout)" if args.to == "pi" else ""
+    text = (
+        f"converted {t.done} of {plural(n_files, 'file')} into {plural(t.traces, 'trace')} in {outdir}{layout} "
+        f"({plural(t.messages, 'message')}, {plural(t.calls, 'tool call')})"
     )
-    summary += "; dropped: " + (", ".join(f"{n} {k}" for k, n in sorted(dropped.items())) if dropped else "nothing")
-    if failed:
-        summary += f"; {failed} failed"
-    print(summary)
-    return 1 if failed else 0
+    text += "; dropped: " + (", ".join(f"{n} {k}" for k, n in sorted(t.dropped.items())) if t.dropped else "nothing")
+    if args.no_redact:
+        text += "; redaction off"
+    else:
+        text += "; redacted: " + (", ".join(f"{n} {k}" for k, n in sorted(t.redacted.items())) if t.redacted else "nothing")
+    if subagents:
+        text += f"; {plural(subagents, 'subagent file')} found"
+    if t.skipped:
+        text += f"; {t.skipped} skipped (already converted)"
+    if t.replaced:
+        text += f"; {t.replaced} replaced"
+    if t.failed:
+        text += f"; {t.failed} failed"
+    return text
 
 
 def _reason(path: Path, exc: BaseException) -> str:
     """One line naming the input file once."""
-    if isinstance(exc, FileExistsError):
+    if isinstance(exc, ConvertError):
+        text = exc.cli_message()
+    elif isinstance(exc, FileExistsError):
         return f"{path}: {exc.filename or exc} already exists; not overwritten"
-    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-    return text if text.startswith(str(path)) else f"{path}: {text}"
+    elif isinstance(exc, (_Refused, OSError, ValueError)):
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    else:
+        # A bug of ours (or input nobody foresaw): logged, reported with the file, and the batch goes on.
+        internal_error(exc, f"converting {path}")
+        text = f"internal error: {type(exc).__name__}: {str(exc)[:200]} (STSTRACE_DEBUG=1 shows the traceback)"
+        if os.environ.get("STSTRACE_DEBUG"):
+            import traceback
+
+            traceback.print_exception(type(exc), exc, exc.__traceback__)
+    text = " ".join(text.split())
+    return text if str(path) in text else f"{path}: {text}"
 
 
 setup = setup_convert

@@ -19,9 +19,11 @@ from typing import Any, Callable
 import orjson
 
 from .._encode import dumps
+from .._guard import MessageGuard, make_guard
 from .._reader import Trace
+from .._redact import Redactor
 from . import claude_code, codex, cursor, droid, hermes, openai, pi
-from ._common import ConvertError, Converted
+from ._common import FORMAT_NAMES, ConvertError, Converted
 
 __all__ = [
     "FORMATS",
@@ -31,7 +33,12 @@ __all__ = [
     "convert",
     "convert_file",
     "detect",
+    "guard_trace",
+    "is_sts",
     "output_name",
+    "replace_file",
+    "sts_bytes",
+    "write_new",
     "write_trace",
 ]
 
@@ -47,6 +54,7 @@ FORMATS: dict[str, Converter] = {
     "cursor": cursor.convert,
     "openai": openai.convert,
 }
+assert tuple(FORMATS) == FORMAT_NAMES
 
 _ALIASES = {
     "claude": "claude-code",
@@ -69,6 +77,11 @@ class ConvertResult:
     path: Path
     format: str
     items: list[Converted] = field(default_factory=list)
+    #: Dropped items that belong to no trace (torn lines, skipped line kinds,
+    #: an orphan result in an otherwise empty subagent).
+    file_dropped: Counter[str] = field(default_factory=Counter)
+    #: Secrets redacted in the traces, by kind (empty with ``redact=False``).
+    redactions: dict[str, int] = field(default_factory=dict)
 
     @property
     def traces(self) -> list[Trace]:
@@ -77,7 +90,7 @@ class ConvertResult:
     @property
     def dropped(self) -> Counter[str]:
         """Items of the source that are missing from, or only a placeholder in, the traces."""
-        total: Counter[str] = Counter()
+        total: Counter[str] = Counter(self.file_dropped)
         for c in self.items:
             total.update(c.dropped)
         return total
@@ -91,25 +104,69 @@ def format_name(name: str) -> str:
     return key
 
 
-def convert(path: str | os.PathLike[str], from_: str | None = None, *, all_branches: bool = False) -> list[Trace]:
-    """The STS traces in the session file *path* (format detected unless *from_* names it)."""
-    return convert_file(path, from_, all_branches=all_branches).traces
+def convert(
+    path: str | os.PathLike[str],
+    from_: str | None = None,
+    *,
+    all_branches: bool = False,
+    redact: bool | Redactor = True,
+) -> list[Trace]:
+    """The STS traces in the session file *path* (format detected unless *from_* names it).
+
+    Secrets are redacted as in :class:`~ststrace.Session` (``redact=False`` keeps them).
+    """
+    return convert_file(path, from_, all_branches=all_branches, redact=redact).traces
 
 
-def convert_file(path: str | os.PathLike[str], from_: str | None = None, *, all_branches: bool = False) -> ConvertResult:
-    """Like :func:`convert`, also reporting the format used and what was dropped."""
+def convert_file(
+    path: str | os.PathLike[str],
+    from_: str | None = None,
+    *,
+    all_branches: bool = False,
+    redact: bool | Redactor = True,
+    max_field_chars: int | None = 1_000_000,
+) -> ConvertResult:
+    """Like :func:`convert`, also reporting the format used, what was dropped and what was redacted.
+
+    :class:`ConvertError` (a :class:`ValueError`) when the file cannot be read
+    as that format, or holds no message in it.
+    """
     p = Path(path)
     if p.is_dir():
         raise IsADirectoryError(f"{p} is a directory, not a session file")
     fmt = format_name(from_) if from_ is not None else detect(p)
-    return ConvertResult(p, fmt, FORMATS[fmt](p, all_branches=all_branches))
+    file_dropped: Counter[str] = Counter()
+    items = FORMATS[fmt](p, all_branches=all_branches, dropped=file_dropped)
+    if not items:
+        raise ConvertError(f"no messages found in {p} as {fmt}; detected: {_detected(p)}")
+    result = ConvertResult(p, fmt, items, file_dropped)
+    guard = make_guard(redact, max_field_chars)
+    if guard is not None:
+        for c in items:
+            guard_trace(guard, c.trace)
+        result.redactions = dict(guard.counts)
+    return result
+
+
+def guard_trace(guard: MessageGuard, trace: Trace) -> None:
+    """Redact and cap *trace* in place, as a :class:`~ststrace.Session` would have on writing."""
+    trace.header = guard.header(trace.header)
+    trace.messages = [guard.message(m) for m in trace.messages]
+
+
+def _detected(p: Path) -> str:
+    try:
+        return detect(p)
+    except (ValueError, OSError):
+        return "unknown"
 
 
 # -- detection -------------------------------------------------------------------
 
 _HEAD_LINES = 40
 _CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "compacted"})
-_CLAUDE_TYPES = frozenset({"user", "assistant", "summary", "file-history-snapshot", "queue-operation", "system"})
+_CODEX_ITEMS = frozenset({"message", "function_call", "function_call_output", "reasoning", "local_shell_call", "custom_tool_call"})
+_CLAUDE_TYPES = frozenset({"user", "assistant", "summary", "file-history-snapshot", "queue-operation", "system", "progress"})
 _CLAUDE_ONLY_TYPES = frozenset({"summary", "file-history-snapshot", "queue-operation", "custom-title", "last-prompt"})
 _HERMES_KEYS = frozenset({"system_prompt", "started_at", "message_count", "model_config", "tool_call_count"})
 _STS_ROLES = frozenset({"user", "assistant", "system", "tool"})
@@ -132,25 +189,27 @@ def _head(path: Path) -> list[Any]:
     return objs
 
 
+def _str_type(o: dict[str, Any]) -> str | None:
+    t = o.get("type")
+    return t if isinstance(t, str) else None
+
+
 def detect(path: str | os.PathLike[str]) -> str:
-    """The source format of *path*; :class:`ValueError` naming the file when unsure."""
+    """The source format of *path*; :class:`ConvertError` naming the file when unsure."""
     p = Path(path)
     objs = _head(p)
+    if len(objs) == 1 and not isinstance(objs[0], dict):
+        objs = []  # one JSON document on one line (json.dump writes lists that way)
     if not objs:
         try:
             whole = orjson.loads(p.read_bytes())
         except (orjson.JSONDecodeError, OSError) as exc:
-            raise ConvertError(f"{p}: cannot tell the format (not JSON or JSON Lines: {exc}); pass from_=/--from") from None
-        objs = [whole]
-        if isinstance(whole, list) and whole and (isinstance(whole[0], dict) and ("role" in whole[0] or "messages" in whole[0])):
-            return "openai"
-        if isinstance(whole, dict) and isinstance(whole.get("messages"), list):
-            return "hermes" if _HERMES_KEYS & whole.keys() else "openai"
-        raise ConvertError(f"{p}: cannot tell the format of this JSON file; pass from_=/--from ({', '.join(FORMATS)})")
+            raise ConvertError(f"{p}: cannot tell the format (not JSON or JSON Lines: {exc})", needs_from=True) from None
+        return _detect_document(p, whole)
 
     dicts = [o for o in objs if isinstance(o, dict)]
     first = objs[0] if isinstance(objs[0], dict) else {}
-    ftype = first.get("type")
+    ftype = _str_type(first)
     if ftype == "session":
         if _looks_sts(dicts):
             raise ConvertError(f"{p} is already an STS trace; nothing to convert")
@@ -159,13 +218,15 @@ def detect(path: str | os.PathLike[str]) -> str:
         return "droid"
     if ftype in ("cursor_session_meta", "cursor_available_tools"):
         return "cursor"
-    if any(o.get("type") in _CODEX_TYPES and isinstance(o.get("payload"), dict) for o in dicts):
+    if first.get("role") == "session_meta":
+        return "hermes"  # a Hermes gateway transcript
+    if any(_str_type(o) in _CODEX_TYPES and isinstance(o.get("payload"), dict) for o in dicts):
         return "codex"
-    if "instructions" in first and "id" in first and "timestamp" in first and "messages" not in first:
-        return "codex"  # early rollouts: a bare meta line, then bare items
-    if any(o.get("type") in _CLAUDE_TYPES and ("sessionId" in o or "uuid" in o) for o in dicts):
+    if _early_codex(first, dicts):
+        return "codex"
+    if any(_str_type(o) in _CLAUDE_TYPES and ("sessionId" in o or "uuid" in o) for o in dicts):
         return "claude-code"
-    if all(o.get("type") in _CLAUDE_ONLY_TYPES for o in dicts):
+    if dicts and all(_str_type(o) in _CLAUDE_ONLY_TYPES for o in dicts):
         return "claude-code"  # a head of bookkeeping lines before the first message
     if any(isinstance(o.get("messages"), list) for o in dicts):
         if any(_HERMES_KEYS & o.keys() for o in dicts):
@@ -176,22 +237,65 @@ def detect(path: str | os.PathLike[str]) -> str:
             return "cursor"
         if any(isinstance(o.get("role"), str) and "content" in o for o in dicts) and all("role" in o for o in dicts):
             return "openai"
-    raise ConvertError(
-        f"{p}: cannot tell which agent wrote this file; pass from_=/--from with one of: {', '.join(FORMATS)}"
-    )
+    raise ConvertError(f"{p}: cannot tell which agent wrote this file", needs_from=True)
+
+
+def _early_codex(first: dict[str, Any], dicts: list[dict[str, Any]]) -> bool:
+    """Early Codex rollouts: a bare meta line (``id``, ``timestamp``, maybe
+    ``instructions``), then bare response items and ``record_type`` lines."""
+    if "type" in first or "id" not in first or "timestamp" not in first or "messages" in first or "role" in first:
+        return False
+    if "instructions" in first:
+        return True
+    rest = dicts[1:]
+    return bool(rest) and all(_str_type(o) in _CODEX_ITEMS or "record_type" in o for o in rest)
+
+
+def _detect_document(p: Path, whole: Any) -> str:
+    """The format of a file holding one JSON document."""
+    if isinstance(whole, list):
+        if whole and all(isinstance(x, dict) and isinstance(x.get("messages"), list) for x in whole):
+            return "hermes" if any(_HERMES_KEYS & x.keys() for x in whole) else "openai"
+        if whole and isinstance(whole[0], dict) and ("role" in whole[0] or "messages" in whole[0]):
+            return "openai"
+    if isinstance(whole, dict) and isinstance(whole.get("messages"), list):
+        return "hermes" if _HERMES_KEYS & whole.keys() else "openai"
+    raise ConvertError(f"{p}: cannot tell the format of this JSON file", needs_from=True)
 
 
 def _looks_sts(dicts: list[dict[str, Any]]) -> bool:
-    if not isinstance(dicts[0].get("harness"), str):
+    if not dicts or not isinstance(dicts[0].get("harness"), str):
         return False
     rest = dicts[1:]
     return all(
         o.get("type") == "message"
         and isinstance(o.get("message"), dict)
-        and o["message"].get("role") in _STS_ROLES
+        and isinstance(o["message"].get("role"), str)
+        and o["message"]["role"] in _STS_ROLES
         and "id" not in o
         for o in rest
     )
+
+
+def is_sts(path: str | os.PathLike[str]) -> bool:
+    """Whether *path* holds an STS trace (a header with ``harness`` and ``id``, then message lines only)."""
+    try:
+        with open(path, "rb") as f:
+            dicts: list[dict[str, Any]] = []
+            for raw in f:
+                if not raw.strip():
+                    continue
+                obj = orjson.loads(raw)
+                if not isinstance(obj, dict):
+                    return False
+                dicts.append(obj)
+                if len(dicts) > 1 and not _looks_sts([dicts[0], obj]):
+                    return False
+                if len(dicts) > 1:
+                    del dicts[1:]
+    except (OSError, orjson.JSONDecodeError):
+        return False
+    return bool(dicts) and dicts[0].get("type") == "session" and isinstance(dicts[0].get("id"), str) and _looks_sts(dicts[:1])
 
 
 # -- writing ------------------------------------------------------------------------
@@ -205,20 +309,28 @@ def output_name(trace: Trace) -> str:
     return f"{stem[:200]}.jsonl"
 
 
-def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
-    """Write *trace* as a new STS file (mode 0600); never overwrites (:class:`FileExistsError`)."""
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
+def sts_bytes(trace: Trace) -> bytes:
+    """The STS file for *trace*: the header line, then one envelope per message."""
     chunks = [dumps(trace.header) + b"\n"]
     chunks.extend(b'{"type":"message","message":' + dumps(m) + b"}\n" for m in trace.messages)
-    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-    fd = os.open(p, flags, 0o600)
+    return b"".join(chunks)
+
+
+def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
+    """Write *trace* as a new STS file (mode 0600); never overwrites (:class:`FileExistsError`)."""
+    return write_new(path, sts_bytes(trace))
+
+
+_FLAGS = os.O_WRONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def write_new(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write *data* as a new file (mode 0600, fsynced); :class:`FileExistsError` if it exists."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(p, _FLAGS | os.O_CREAT | os.O_EXCL, 0o600)
     try:
-        data = memoryview(b"".join(chunks))
-        while data:
-            n = os.write(fd, data)
-            data = data[n:]
-        os.fsync(fd)
+        _write_all(fd, data)
     except BaseException:
         os.close(fd)
         # A half-written file would pass for a trace later; remove it.
@@ -229,3 +341,24 @@ def write_trace(trace: Trace, path: str | os.PathLike[str]) -> Path:
         raise
     os.close(fd)
     return p
+
+
+def replace_file(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Replace *path* with *data* atomically: readers see the old file or the new one, never half."""
+    p = Path(path)
+    tmp = p.with_name(f".{p.name}.{os.getpid()}.tmp")
+    write_new(tmp, data)
+    try:
+        os.replace(tmp, p)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return p
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        n = os.write(fd, view)
+        view = view[n:]
+    os.fsync(fd)

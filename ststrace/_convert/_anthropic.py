@@ -19,7 +19,7 @@ def user_text(b: Builder, content: Any, ts: int | None) -> str | None:
             b.tool_result(
                 str_or_none(block.get("tool_use_id")),
                 blocks_text(block.get("content"), b.dropped),
-                is_error=bool(block.get("is_error")),
+                is_error=block.get("is_error") is True,
                 timestamp=ts,
             )
         else:
@@ -49,7 +49,8 @@ def add_assistant(b: Builder, content: Any, ts: int | None, model: str | None) -
         elif not isinstance(block, dict):
             continue
         elif block.get("type") == "text":
-            text.append(str(block.get("text") or ""))
+            value = block.get("text")
+            text.append(value if isinstance(value, str) else blocks_text([block], b.dropped))
         elif block.get("type") == "thinking":
             value = block.get("thinking", block.get("text"))
             if isinstance(value, str) and value.strip():
@@ -57,11 +58,12 @@ def add_assistant(b: Builder, content: Any, ts: int | None, model: str | None) -
         elif block.get("type") == "redacted_thinking":
             b.dropped["redacted_thinking"] += 1
         elif block.get("type") == "tool_use":
-            calls.append((str_or_none(block.get("id")), str(block.get("name") or ""), block.get("input")))
+            name = block.get("name")
+            calls.append((str_or_none(block.get("id")), name if isinstance(name, str) else "", block.get("input")))
         else:
             text.append(blocks_text([block], b.dropped))
     return b.assistant(
-        "\n\n".join(t for t in text if t),
+        "\n\n".join(t for t in text if t.strip()),
         reasoning="\n\n".join(reasoning) or None,
         tool_calls=calls,
         model=model,

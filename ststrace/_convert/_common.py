@@ -36,29 +36,64 @@ class Converted:
     dropped: Counter[str] = field(default_factory=Counter)
 
 
+#: The source formats, in the order messages list them (``FORMATS`` keys).
+FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai")
+
+
 class ConvertError(ValueError):
-    """A source file cannot be converted (unknown format, unreadable content)."""
+    """A source file cannot be converted (unknown format, unreadable content).
+
+    With ``needs_from`` the message ends with how to name the format; ``str()``
+    says it the Python way (``from_=``), :meth:`cli_message` the command-line
+    way (``--from``).
+    """
+
+    def __init__(self, message: str, *, needs_from: bool = False) -> None:
+        self.message = message
+        self.needs_from = needs_from
+        super().__init__(message + self._hint("from_="))
+
+    def _hint(self, option: str) -> str:
+        return f"; pass {option} with one of: {', '.join(FORMAT_NAMES)}" if self.needs_from else ""
+
+    def cli_message(self) -> str:
+        return self.message + self._hint("--from")
 
 
 # -- timestamps -----------------------------------------------------------------
 
 _MS_THRESHOLD = 100_000_000_000  # numbers above this are already milliseconds (after 1973)
+#: The last millisecond of year 9999: later "times" are garbage, not dates.
+MAX_MS = 253_402_300_799_999
 
 
 def to_ms(value: Any) -> int | None:
-    """Epoch milliseconds from ISO-8601 text, epoch seconds or epoch milliseconds."""
+    """Epoch milliseconds from ISO-8601 text, epoch seconds or epoch milliseconds.
+
+    ``None`` for anything that is not a time between 1970 and 9999 (NaN, ``1e30``,
+    year 1): a timestamp is optional in STS, a wrong one is worse than none.
+    """
+    ms = _to_ms(value)
+    if ms is None or not 0 < ms <= MAX_MS:
+        return None
+    return ms
+
+
+def _to_ms(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     if isinstance(value, (int, float)):
-        if value != value or value <= 0:  # NaN or not a time
+        if not -1e16 < value < 1e16:  # NaN, infinities and absurd magnitudes
+            return None
+        if value <= 0:
             return None
         if value >= _MS_THRESHOLD:
             return int(value)
         return int(round(value * 1000))
-    if isinstance(value, str) and value:
+    if isinstance(value, str) and value and len(value) < 64:
         text = value.strip()
         try:
-            return to_ms(float(text))
+            return _to_ms(float(text))
         except ValueError:
             pass
         if text.endswith(("Z", "z")):
@@ -69,11 +104,11 @@ def to_ms(value: Any) -> int | None:
             text = f"{m.group(1)}.{(m.group(2) + '000000')[:6]}{m.group(3)}"
         try:
             dt = datetime.fromisoformat(text)
-        except ValueError:
+            if dt.tzinfo is None:
+                dt = dt.replace(tzinfo=timezone.utc)
+            return int(dt.timestamp() * 1000)
+        except (ValueError, OverflowError, OSError):
             return None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=timezone.utc)
-        return int(dt.timestamp() * 1000)
     return None
 
 
@@ -113,7 +148,9 @@ _TEXT_TYPES = frozenset({"text", "input_text", "output_text", "summary_text", "r
 def blocks_text(content: Any, dropped: Counter[str], *, sep: str = "\n") -> str:
     """Text of a content value: a string, or a list of blocks in any of the
     usual shapes (Anthropic, OpenAI chat, OpenAI responses, Pi). Images become
-    placeholders; other non-text blocks become their JSON text. Both are counted."""
+    placeholders; other non-text blocks become their JSON text. Both are counted.
+    Blocks holding only whitespace are left out when there is other text (agents
+    write ``"\n\n"`` blocks between the real ones)."""
     if content is None:
         return ""
     if isinstance(content, str):
@@ -130,30 +167,43 @@ def blocks_text(content: Any, dropped: Counter[str], *, sep: str = "\n") -> str:
         if not isinstance(block, Mapping):
             parts.append(content_text(block))
             continue
-        kind = block.get("type")
-        if kind in _TEXT_TYPES or (kind is None and isinstance(block.get("text"), str)):
-            text = block.get("text")
-            parts.append(text if isinstance(text, str) else content_text(text))
-        elif kind in _IMAGE_TYPES:
-            dropped["image"] += 1
-            parts.append(placeholder("image", image_mime(block)))
-        elif kind == "refusal":
-            parts.append(content_text(block.get("refusal")))
-        elif kind in ("input_audio", "audio"):
-            dropped["audio"] += 1
-            fmt = block.get("format") or (block.get("input_audio") or {}).get("format")
-            parts.append(placeholder("audio", f"audio/{fmt}" if isinstance(fmt, str) else None))
-        elif kind in ("document", "file", "input_file"):
-            dropped[kind] += 1
-            src = block.get("source")
-            mime = src.get("media_type") if isinstance(src, Mapping) else None
-            parts.append(placeholder(kind, mime if isinstance(mime, str) else None))
-        elif kind == "tool_reference" and isinstance(block.get("tool_name"), str):
-            parts.append(f"[tool: {block['tool_name']}]")
-        else:
-            dropped[f"block:{kind}"] += 1
-            parts.append(json_text(block))
-    return sep.join(p for p in parts if p is not None)
+        parts.append(block_text(block, dropped))
+    if len(parts) > 1:
+        kept = [p for p in parts if p.strip()]
+        parts = kept or parts[:1]
+    return sep.join(parts)
+
+
+def block_kind(block: Mapping[str, Any]) -> str | None:
+    """A block's ``type`` when it is a string (sources in the wild hold lists, numbers, ...)."""
+    kind = block.get("type")
+    return kind if isinstance(kind, str) else None
+
+
+def block_text(block: Mapping[str, Any], dropped: Counter[str]) -> str:
+    """Text of one content block (see :func:`blocks_text`)."""
+    kind = block_kind(block)
+    if kind in _TEXT_TYPES or (kind is None and isinstance(block.get("text"), str)):
+        return content_text(block.get("text"))
+    if kind in _IMAGE_TYPES:
+        dropped["image"] += 1
+        return placeholder("image", image_mime(block))
+    if kind == "refusal":
+        return content_text(block.get("refusal"))
+    if kind in ("input_audio", "audio"):
+        dropped["audio"] += 1
+        audio = block.get("input_audio")
+        fmt = block.get("format") or (audio.get("format") if isinstance(audio, Mapping) else None)
+        return placeholder("audio", f"audio/{fmt}" if isinstance(fmt, str) else None)
+    if kind in ("document", "file", "input_file"):
+        dropped[kind] += 1
+        src = block.get("source")
+        mime = src.get("media_type") if isinstance(src, Mapping) else None
+        return placeholder(kind, mime if isinstance(mime, str) else None)
+    if kind == "tool_reference" and isinstance(block.get("tool_name"), str):
+        return f"[tool: {block['tool_name']}]"
+    dropped[f"block:{kind}" if kind is not None else "block:untyped"] += 1
+    return json_text(block)
 
 
 def arguments_json(value: Any) -> str:
@@ -267,9 +317,12 @@ class Builder:
         self, msg: dict[str, Any], *, text: str = "", reasoning: str = "", model: str | None = None
     ) -> None:
         """Append text / reasoning to an assistant message already added."""
-        if text:
-            msg["content"] = f"{msg['content']}\n\n{text}" if msg["content"] else text
-        if reasoning:
+        if text and (text.strip() or not msg["content"]):
+            if msg["content"] and not msg["content"].strip():
+                msg["content"] = text  # a blank block before the real text
+            else:
+                msg["content"] = f"{msg['content']}\n\n{text}" if msg["content"] else text
+        if reasoning and reasoning.strip():
             prev = msg.get("reasoningContent")
             msg["reasoningContent"] = f"{prev}\n\n{reasoning}" if prev else reasoning
         if model and "model" not in msg:
@@ -324,3 +377,15 @@ class Builder:
                 header[key] = value
         return Converted(Trace(header=header, messages=self.messages), self.dropped)
 
+
+def finish(builders: Iterable[Builder], file_dropped: Counter[str]) -> list[Converted]:
+    """The traces of the builders that hold messages; what the empty ones
+    dropped (an orphan result in an otherwise empty subagent) stays counted
+    with the file."""
+    out: list[Converted] = []
+    for b in builders:
+        if b.messages:
+            out.append(b.build())
+        else:
+            file_dropped.update(b.dropped)
+    return out

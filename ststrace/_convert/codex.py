@@ -11,12 +11,13 @@ to tell them apart.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._encode import json_text
-from ._common import Builder, Converted, blocks_text, iter_jsonl, str_or_none, to_ms
+from .._encode import content_text, json_text
+from ._common import Builder, Converted, blocks_text, finish, image_mime, iter_jsonl, placeholder, str_or_none, to_ms
 
 HARNESS = "codex"
 
@@ -24,14 +25,14 @@ _CALLS = frozenset({"function_call", "custom_tool_call", "local_shell_call", "we
 _OUTPUTS = frozenset({"function_call_output", "custom_tool_call_output", "local_shell_call_output", "tool_search_output"})
 
 
-def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
-    dropped: Counter[str] = Counter()
-    lines = [obj for _, obj in iter_jsonl(path, dropped) if isinstance(obj, dict)]
-    items = [_normalize(obj) for obj in lines]
+def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | None = None) -> list[Converted]:
+    file_dropped = dropped if dropped is not None else Counter()
+    lines = [obj for _, obj in iter_jsonl(path, file_dropped) if isinstance(obj, dict)]
+    items = [_normalize(obj, i == 0) for i, obj in enumerate(lines)]
 
     meta_payload: Mapping[str, Any] = next((p for t, p, _ in items if t == "session_meta"), {})
     session_id = str_or_none(meta_payload.get("id")) or path.stem
-    b = Builder(HARNESS, session_id, dropped)
+    b = Builder(HARNESS, session_id)
     git = meta_payload.get("git")
     b.metadata.update(
         cwd=str_or_none(meta_payload.get("cwd")),
@@ -43,7 +44,7 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
         git={k: v for k, v in git.items() if v is not None} if isinstance(git, dict) and git else None,
     )
 
-    typed = [str(p.get("message", "")).strip() for t, p, _ in items if t == "event_msg" and p.get("type") == "user_message"]
+    typed = [_event_text(p).strip() for t, p, _ in items if t == "event_msg" and p.get("type") == "user_message"]
     has_events = bool(typed)
     pending_from_events: Counter[str] = Counter(typed)  # prompts not yet recorded
     recorded_by_event: Counter[str] = Counter()  # recorded from event_msg, response_item still to come
@@ -64,22 +65,22 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
         return current
 
     for kind, p, ts in items:
-        ptype = p.get("type")
+        ptype = p.get("type") if isinstance(p.get("type"), str) else None
         if kind == "turn_context":
             model = str_or_none(p.get("model")) or model
             current = None
         elif kind == "event_msg":
             if ptype == "user_message":
-                text = str(p.get("message", ""))
+                text = _event_text(p)
                 key = text.strip()
                 if recorded_by_item[key] > 0:
                     recorded_by_item[key] -= 1
                     continue
                 current = None
-                images = len(p.get("images") or []) + len(p.get("local_images") or [])
+                images = _images(p.get("images")) + _images(p.get("local_images"))
                 if images:
-                    b.dropped["image"] += images
-                    text = "\n".join([text] + ["[image]"] * images)
+                    b.dropped["image"] += len(images)
+                    text = "\n".join([text, *images])
                 b.user(text, ts)
                 pending_from_events[key] -= 1
                 recorded_by_event[key] += 1
@@ -90,15 +91,21 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
         elif kind == "response_item":
             if ptype == "message":
                 role = p.get("role")
-                text = blocks_text(p.get("content"), b.dropped)
+                # Counted only once the message is kept: a prompt's copy that
+                # is skipped must not count its images a second time.
+                seen: Counter[str] = Counter()
+                content = _unwrap_images(p.get("content"))
+                text = blocks_text(content, seen)
                 if role == "assistant":
                     b.extend_assistant(assistant_msg(ts), text=text)
                 elif role == "user":
-                    key = text.strip()
+                    # The typed prompt (event_msg) holds the text blocks only.
+                    key = _prompt_key(content)
                     current = None
                     if recorded_by_event[key] > 0:
                         recorded_by_event[key] -= 1
-                    elif pending_from_events[key] > 0:
+                        continue
+                    if pending_from_events[key] > 0:
                         b.user(text, ts)
                         pending_from_events[key] -= 1
                         recorded_by_item[key] += 1
@@ -111,6 +118,8 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
                     b.system(text, ts)
                 else:
                     b.dropped[f"message:{role}"] += 1
+                    continue
+                b.dropped.update(seen)
             elif ptype == "reasoning":
                 summary = p.get("summary")
                 text = blocks_text(summary, b.dropped, sep="\n\n") if summary else ""
@@ -133,21 +142,58 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
             summary = p.get("message")
             if isinstance(summary, str) and summary.strip():
                 b.system(f"[compaction summary]\n{summary}", ts)
-    return [b.build()] if b.messages else []
+    return finish([b], file_dropped)
 
 
-def _normalize(obj: Mapping[str, Any]) -> tuple[str, Mapping[str, Any], int | None]:
+def _normalize(obj: Mapping[str, Any], first: bool) -> tuple[str, Mapping[str, Any], int | None]:
     """(line type, payload, ms) for both the current shape and the early
-    rollouts that wrote bare items after a meta line."""
+    rollouts that wrote bare items after a meta line (a first line of ``id``
+    and ``timestamp``, with ``instructions`` in some versions)."""
     ts = to_ms(obj.get("timestamp"))
     payload = obj.get("payload")
     if isinstance(obj.get("type"), str) and isinstance(payload, dict):
         return obj["type"], payload, ts
     if obj.get("record_type") == "state":
         return "state", obj, ts
-    if "instructions" in obj and "id" in obj and "type" not in obj:
+    if "type" not in obj and "id" in obj and ("instructions" in obj or (first and "timestamp" in obj)):
         return "session_meta", obj, ts
     return "response_item", obj, ts
+
+
+def _images(value: Any) -> list[str]:
+    """Placeholders for the images of a ``user_message`` event (data URLs give their type)."""
+    if not isinstance(value, list):
+        return []
+    return [placeholder("image", image_mime({"image_url": v}) if isinstance(v, str) else None) for v in value]
+
+
+def _event_text(p: Mapping[str, Any]) -> str:
+    text = p.get("message", "")
+    return text if isinstance(text, str) else content_text(text)
+
+
+_IMAGE_TAG = re.compile(r"^\s*</?image\b[^>]*>\s*$")
+
+
+def _unwrap_images(content: Any) -> Any:
+    """Content without the ``<image ...>`` / ``</image>`` text blocks Codex puts
+    around each attached image (the image itself stays, as a placeholder)."""
+    if not isinstance(content, list):
+        return content
+    out = [
+        block
+        for block in content
+        if not (isinstance(block, Mapping) and isinstance(block.get("text"), str) and _IMAGE_TAG.match(block["text"]))
+    ]
+    return out if len(out) != len(content) else content
+
+
+def _prompt_key(content: Any) -> str:
+    """What the ``user_message`` event of this prompt says: its text blocks, no images."""
+    if not isinstance(content, list):
+        return blocks_text(content, Counter()).strip()
+    texts = [b for b in content if not (isinstance(b, Mapping) and b.get("type") in ("input_image", "image"))]
+    return blocks_text(texts, Counter()).strip()
 
 
 def _call(p: Mapping[str, Any]) -> tuple[str, Any]:

@@ -8,18 +8,18 @@ from collections import Counter
 from pathlib import Path
 
 from ._anthropic import add_assistant, add_user
-from ._common import Builder, Converted, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, Converted, finish, iter_jsonl, str_or_none, to_ms
 
 HARNESS = "cursor"
 
 
-def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
-    dropped: Counter[str] = Counter()
-    lines = [obj for _, obj in iter_jsonl(path, dropped) if isinstance(obj, dict)]
+def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | None = None) -> list[Converted]:
+    file_dropped = dropped if dropped is not None else Counter()
+    lines = [obj for _, obj in iter_jsonl(path, file_dropped) if isinstance(obj, dict)]
     meta = next((o for o in lines if o.get("type") == "cursor_session_meta"), {})
     sid = str_or_none(meta.get("session_id")) or str_or_none(meta.get("id")) or path.stem
     model = str_or_none(meta.get("model"))
-    b = Builder(HARNESS, sid, dropped)
+    b = Builder(HARNESS, sid)
     b.name = str_or_none(meta.get("title")) or str_or_none(meta.get("name"))
     b.metadata.update(
         model=model,
@@ -41,4 +41,4 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
             add_user(b, content, ts, as_system=True)
         else:
             b.dropped[f"message:{role}"] += 1
-    return [b.build()] if b.messages else []
+    return finish([b], file_dropped)

@@ -3,8 +3,10 @@
 A ``session_start`` line, then ``message`` lines with Anthropic-style content
 blocks, in conversation order (the ``parentId`` links are not a reliable tree:
 ids repeat). Messages marked ``visibility: "llm_only"`` were injected for the
-model (system reminders) and become system messages. The model is not in the
-session file; it is read from the ``<id>.settings.json`` beside it when present.
+model (system reminders) and become system messages. The model is the message's
+own ``modelId`` when it has one, else the one in the ``<id>.settings.json``
+beside the file. A ``compaction_state`` line (the history was summarised) is kept
+as a system message holding its summary.
 """
 
 from __future__ import annotations
@@ -16,17 +18,17 @@ from typing import Any
 import orjson
 
 from ._anthropic import add_assistant, add_user
-from ._common import Builder, Converted, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, Converted, finish, iter_jsonl, str_or_none, to_ms
 
 HARNESS = "droid"
 
 
-def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
-    dropped: Counter[str] = Counter()
-    lines = [obj for _, obj in iter_jsonl(path, dropped) if isinstance(obj, dict)]
+def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | None = None) -> list[Converted]:
+    file_dropped = dropped if dropped is not None else Counter()
+    lines = [obj for _, obj in iter_jsonl(path, file_dropped) if isinstance(obj, dict)]
     start = next((o for o in lines if o.get("type") == "session_start"), {})
     sid = str_or_none(start.get("id")) or path.stem
-    b = Builder(HARNESS, sid, dropped)
+    b = Builder(HARNESS, sid)
     b.name = str_or_none(start.get("sessionTitle")) or str_or_none(start.get("title"))
     settings = _settings(path, sid)
     model = str_or_none(settings.get("model"))
@@ -38,20 +40,26 @@ def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
         reasoning_effort=str_or_none(settings.get("reasoningEffort")),
     )
     for obj in lines:
+        ts = to_ms(obj.get("timestamp"))
+        if obj.get("type") == "compaction_state":
+            summary = obj.get("summaryText", obj.get("summary"))
+            if isinstance(summary, str) and summary.strip():
+                b.system(f"[compaction summary]\n{summary}", ts)
+            continue
         if obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
             continue
         msg = obj["message"]
-        ts = to_ms(obj.get("timestamp"))
         role = msg.get("role")
         if role == "user":
             add_user(b, msg.get("content"), ts, as_system=msg.get("visibility") == "llm_only")
         elif role == "assistant":
-            add_assistant(b, msg.get("content"), ts, str_or_none(msg.get("model")) or model)
+            own = str_or_none(msg.get("modelId")) or str_or_none(msg.get("model"))
+            add_assistant(b, msg.get("content"), ts, own or model)
         elif role == "system":
             add_user(b, msg.get("content"), ts, as_system=True)
         else:
             b.dropped[f"message:{role}"] += 1
-    return [b.build()] if b.messages else []
+    return finish([b], file_dropped)
 
 
 def _settings(path: Path, sid: str) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from typing import Any, Iterable, Mapping
 
 import orjson
 
-from ._common import Builder, ConvertError, Converted, blocks_text, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, ConvertError, Converted, blocks_text, finish, iter_jsonl, str_or_none, to_ms
 
 HARNESS = "openai"
 
@@ -34,16 +34,30 @@ def add_messages(b: Builder, messages: Iterable[Any], *, model: str | None = Non
                 content = msg["refusal"]
             reasoning = msg.get("reasoning_content") or msg.get("reasoning")
             calls: list[tuple[str | None, str, Any]] = []
-            for call in msg.get("tool_calls") or []:
+            raw_calls = msg.get("tool_calls")
+            if raw_calls is not None and not isinstance(raw_calls, list):
+                b.dropped["invalid_tool_calls"] += 1
+                raw_calls = None
+            for call in raw_calls or []:
                 if not isinstance(call, Mapping):
+                    b.dropped["invalid_tool_call"] += 1
                     continue
                 fn_field = call.get("function")
                 fn: Mapping[str, Any] = fn_field if isinstance(fn_field, Mapping) else call
-                calls.append((str_or_none(call.get("id")) or str_or_none(call.get("call_id")), str(fn.get("name") or ""), fn.get("arguments")))
+                call_name = fn.get("name")
+                calls.append(
+                    (
+                        str_or_none(call.get("id")) or str_or_none(call.get("call_id")),
+                        call_name if isinstance(call_name, str) else "",
+                        fn.get("arguments"),
+                    )
+                )
             legacy = msg.get("function_call")
             if isinstance(legacy, Mapping):
                 # Pre-tools API: no id; the "function" message that follows answers it by name.
-                calls.append((f"function:{legacy.get('name')}", str(legacy.get("name") or ""), legacy.get("arguments")))
+                legacy_name = legacy.get("name")
+                fname = legacy_name if isinstance(legacy_name, str) else ""
+                calls.append((f"function:{fname}", fname, legacy.get("arguments")))
             b.assistant(
                 content,
                 reasoning=reasoning if isinstance(reasoning, str) else None,
@@ -52,9 +66,10 @@ def add_messages(b: Builder, messages: Iterable[Any], *, model: str | None = Non
                 timestamp=ts,
             )
         elif role == "tool":
-            b.tool_result(str_or_none(msg.get("tool_call_id")), content, is_error=bool(msg.get("is_error")), timestamp=ts)
+            b.tool_result(str_or_none(msg.get("tool_call_id")), content, is_error=msg.get("is_error") is True, timestamp=ts)
         elif role == "function":
-            b.tool_result(f"function:{msg.get('name')}", content, timestamp=ts)
+            result_name = msg.get("name")
+            b.tool_result(f"function:{result_name if isinstance(result_name, str) else ''}", content, timestamp=ts)
         else:
             b.dropped[f"message:{role}"] += 1
 
@@ -67,7 +82,8 @@ def _conversation(obj: Any) -> list[Any] | None:
     if isinstance(obj, Mapping):
         messages = obj.get("messages")
         return messages if isinstance(messages, list) else None
-    if isinstance(obj, list) and obj and all(_is_message(m) for m in obj):
+    # A list of objects, some of them messages (the others are counted when added).
+    if isinstance(obj, list) and obj and all(isinstance(m, Mapping) for m in obj) and any(_is_message(m) for m in obj):
         return obj
     return None
 
@@ -94,22 +110,20 @@ def load(path: Path, dropped: Counter[str]) -> list[tuple[Mapping[str, Any], lis
     raise ConvertError(f"{path}: lines are neither OpenAI messages nor {{\"messages\": [...]}} objects")
 
 
-def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
-    dropped: Counter[str] = Counter()
-    convs = load(path, dropped)
-    out: list[Converted] = []
+def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | None = None) -> list[Converted]:
+    file_dropped = dropped if dropped is not None else Counter()
+    convs = load(path, file_dropped)
+    builders: list[Builder] = []
     for i, (record, messages) in enumerate(convs):
         sid = (
             str_or_none(record.get("id"))
             or str_or_none(record.get("session_id"))
             or (path.stem if len(convs) == 1 else f"{path.stem}-{i + 1}")
         )
-        # Invalid lines belong to the file; report them once, with the first conversation.
-        b = Builder(HARNESS, sid, dropped if i == 0 else Counter())
+        b = Builder(HARNESS, sid)
         b.name = str_or_none(record.get("title")) or str_or_none(record.get("name"))
         model = str_or_none(record.get("model"))
         b.metadata.update(model=model, timestamp=to_ms(record.get("created_at", record.get("timestamp"))))
         add_messages(b, messages, model=model)
-        if b.messages:
-            out.append(b.build())
-    return out
+        builders.append(b)
+    return finish(builders, file_dropped)

@@ -12,44 +12,43 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
-from ._common import Builder, ConvertError, Converted, blocks_text, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, ConvertError, Converted, blocks_text, finish, iter_jsonl, str_or_none, to_ms
 
 HARNESS = "pi"
 
 
-def convert(path: Path, *, all_branches: bool = False) -> list[Converted]:
-    dropped: Counter[str] = Counter()
-    lines = list(iter_jsonl(path, dropped))
+def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | None = None) -> list[Converted]:
+    file_dropped = dropped if dropped is not None else Counter()
+    lines = list(iter_jsonl(path, file_dropped))
     if not lines or not isinstance(lines[0][1], dict) or lines[0][1].get("type") != "session":
         raise ConvertError(f"{path}: not a Pi session (first line is not a session header)")
     header: dict[str, Any] = lines[0][1]
     entries = [obj for _, obj in lines[1:] if isinstance(obj, dict) and obj.get("type") != "session"]
     raw_version = header.get("version")
-    version = raw_version if isinstance(raw_version, int) else 1
+    version = raw_version if isinstance(raw_version, int) and not isinstance(raw_version, bool) else 1
     session_id = str_or_none(header.get("id")) or path.stem
 
-    if not entries:
-        return [_build(header, session_id, [], entries, Counter(dropped))]
-    tree = version >= 2 and all(isinstance(e.get("id"), str) for e in entries)
+    tree = version >= 2 and bool(entries) and all(isinstance(e.get("id"), str) for e in entries)
     if not tree:
-        return [_build(header, session_id, entries, entries, Counter(dropped))]
+        return finish([_build(header, session_id, entries, entries)], file_dropped)
 
     by_id = {e["id"]: e for e in entries}
     active_leaf = entries[-1]["id"]
     if not all_branches:
-        return [_build(header, session_id, _path_to(active_leaf, by_id), entries, Counter(dropped))]
+        return finish([_build(header, session_id, _path_to(active_leaf, by_id), entries)], file_dropped)
 
-    has_child = {e.get("parentId") for e in entries}
+    has_child = {p for e in entries if isinstance(p := e.get("parentId"), str)}
     leaves = [e["id"] for e in entries if e["id"] not in has_child]
-    out: list[Converted] = []
+    builders: list[Builder] = []
     for leaf in leaves:
         branch = _path_to(leaf, by_id)
-        if not any(e.get("type") in _MESSAGE_ENTRIES for e in branch):
+        if not any(e.get("type") in _MESSAGE_ENTRIES for e in branch if isinstance(e.get("type"), str)):
             continue
         sid = session_id if leaf == active_leaf else f"{session_id}-branch-{leaf}"
-        conv = _build(header, sid, branch, entries, Counter(dropped))
-        conv.trace.header["branch"] = {"leaf": leaf, "active": leaf == active_leaf}
-        out.append(conv)
+        b = _build(header, sid, branch, entries)
+        b.metadata["branch"] = {"leaf": leaf, "active": leaf == active_leaf}
+        builders.append(b)
+    out = finish(builders, file_dropped)
     # The active branch first: it is the session as the user last saw it.
     out.sort(key=lambda c: not c.trace.header["branch"]["active"])
     return out
@@ -76,9 +75,8 @@ def _build(
     session_id: str,
     branch: list[dict[str, Any]],
     all_entries: list[dict[str, Any]],
-    dropped: Counter[str],
-) -> Converted:
-    b = Builder(HARNESS, session_id, dropped)
+) -> Builder:
+    b = Builder(HARNESS, session_id)
     b.metadata.update(
         cwd=str_or_none(header.get("cwd")),
         version=header.get("version", 1),
@@ -109,7 +107,7 @@ def _build(
             b.system(f"[branch summary]\n{entry['summary']}", ts)
         # thinking_level_change, session_info, label and custom entries carry
         # no conversation content.
-    return b.build()
+    return b
 
 
 def _message(b: Builder, msg: Mapping[str, Any], entry_ts: int | None, model: str | None) -> None:
@@ -141,11 +139,12 @@ def _message(b: Builder, msg: Mapping[str, Any], entry_ts: int | None, model: st
         if isinstance(error, str) and error and not text:
             # A failed or aborted model call: say so rather than show nothing.
             text = f"Error: {error}"
+        own = str_or_none(msg.get("model"))
         b.assistant(
             text,
             reasoning="\n\n".join(reasoning) or None,
             tool_calls=calls,
-            model=str_or_none(msg.get("model")) or model,
+            model=(own if own != "unknown" else None) or model,
             timestamp=ts,
         )
     elif role == "toolResult":

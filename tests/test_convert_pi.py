@@ -1,0 +1,187 @@
+"""``ststrace convert --to pi``: STS -> Pi v3 sessions, and round trips.
+
+Pi -> STS -> Pi must keep every message, tool-call id, argument and result; STS
+-> Pi -> STS must give back the same messages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ststrace import read, validate
+from ststrace._cli.convert import add_convert_parser, run_convert
+from ststrace._convert import convert, convert_file, write_trace
+from ststrace._convert.to_pi import pi_bytes, pi_lines
+from ststrace._reader import Trace
+
+HERE = Path(__file__).resolve().parent
+SAMPLES = HERE / "fixtures" / "agent-traces"
+FIXTURES = HERE / "fixtures" / "convert"
+WILD = HERE / "fixtures" / "convert-wild"
+
+PI_SOURCES = [
+    SAMPLES / "example_pi_session.jsonl",
+    SAMPLES / "example_openclaw_session.jsonl",
+    FIXTURES / "pi_v1.jsonl",
+    FIXTURES / "pi_v2_branches.jsonl",
+]
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _active_messages(path: Path) -> list[dict[str, Any]]:
+    """The Pi messages of the active branch (the path from the last entry to the root), read independently."""
+    rows = _rows(path)[1:]
+    if not all("id" in r for r in rows):  # v1: linear
+        return [r["message"] for r in rows if r.get("type") == "message"]
+    by_id = {r["id"]: r for r in rows}
+    branch = []
+    node: dict[str, Any] | None = rows[-1]
+    while node is not None:
+        branch.append(node)
+        node = by_id.get(node.get("parentId") or "")
+    return [r["message"] for r in reversed(branch) if r.get("type") == "message"]
+
+
+def _roles(messages: list[dict[str, Any]]) -> list[str]:
+    # A command the user ran with "!" (bashExecution) is a user turn in STS.
+    roles = ["user" if m["role"] == "bashExecution" else m["role"] for m in messages]
+    return [r for r in roles if r in ("user", "assistant", "toolResult")]
+
+
+def _calls(messages: list[dict[str, Any]]) -> list[tuple[str, str, Any]]:
+    return [
+        (b["id"], b["name"], b["arguments"])
+        for m in messages
+        if m["role"] == "assistant"
+        for b in m["content"]
+        if isinstance(b, dict) and b.get("type") == "toolCall"
+    ]
+
+
+def _results(messages: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    out = []
+    for m in messages:
+        if m["role"] != "toolResult":
+            continue
+        text = "\n".join(b["text"] if b["type"] == "text" else "[image]" for b in m["content"])
+        out.append((m["toolCallId"], text))
+    return out
+
+
+@pytest.mark.parametrize("src", PI_SOURCES, ids=[p.name for p in PI_SOURCES])
+def test_pi_to_sts_to_pi_keeps_messages_calls_and_results(src: Path, tmp_path: Path) -> None:
+    """Pi -> STS -> Pi: same user/assistant/result sequence, same call ids, names, arguments, result ids and texts."""
+    original = _active_messages(src)
+    (sts,) = convert(src, redact=False)
+    pi = tmp_path / "pi.jsonl"
+    pi.write_bytes(pi_bytes(sts))
+    back = [r["message"] for r in _rows(pi) if r.get("type") == "message"]
+
+    assert _roles(back) == _roles(original)
+    assert _calls(back) == _calls(original)
+    results, back_results = _results(original), _results(back)
+    assert [cid for cid, _ in back_results] == [cid for cid, _ in results]
+    for (_, text), (_, again), m in zip(results, back_results, [m for m in original if m["role"] == "toolResult"]):
+        expected = text if (not m.get("isError") or text.lower().startswith("error")) else f"Error: {text}"
+        assert again.replace("[image: image/jpeg]", "[image]").replace("[image: image/png]", "[image]") == expected
+    assert [m["isError"] for m in back if m["role"] == "toolResult"] == [
+        bool(m.get("isError")) or _results([m])[0][1].lower().startswith("error") for m in original if m["role"] == "toolResult"
+    ]
+
+    # And Pi -> STS once more gives the very same STS messages, which validate.
+    (again_sts,) = convert_file(pi, "pi", redact=False).traces
+    assert again_sts.messages == sts.messages
+    assert again_sts.header.get("name") == sts.header.get("name")
+    assert again_sts.header.get("cwd") == sts.header.get("cwd")
+    out = write_trace(again_sts, tmp_path / "again.jsonl")
+    assert [p for p in validate(out) if p.severity == "error"] == []
+
+
+def test_sts_to_pi_layout() -> None:
+    """The Pi file: a v3 header with harness, one linear chain of entries, system as custom_message, model changes."""
+    trace = Trace(
+        header={"type": "session", "harness": "my-agent", "id": "abc123", "name": "what time is it", "cwd": "/w"},
+        messages=[
+            {"role": "system", "content": "be terse", "timestamp": 1751382000000},
+            {"role": "user", "content": "what time is it?", "timestamp": 1751382000500},
+            {"role": "assistant", "content": "", "reasoningContent": "use the tool", "model": "openai/gpt-5",
+             "toolCalls": [{"id": "t1", "function": {"name": "get_time", "arguments": "{}"}}], "timestamp": 1751382001000},
+            {"role": "tool", "toolCallId": "t1", "content": "2026-07-01T15:00:00Z", "timestamp": 1751382001200},
+            {"role": "assistant", "content": "it is 15:00 UTC", "model": "openai/gpt-5", "timestamp": 1751382002000},
+        ],
+    )
+    lines = pi_lines(trace)
+    head = lines[0]
+    assert head == {
+        "type": "session", "version": 3, "id": "abc123", "timestamp": "2025-07-01T15:00:00.000Z",
+        "cwd": "/w", "harness": "my-agent", "convertedBy": "ststrace",
+    }
+    entries = lines[1:]
+    assert [e["type"] for e in entries] == [
+        "session_info", "custom_message", "message", "model_change", "message", "message", "message",
+    ]
+    assert [e["parentId"] for e in entries] == [None] + [e["id"] for e in entries[:-1]]
+    assert len({e["id"] for e in entries}) == len(entries)
+    assert entries[0]["name"] == "what time is it"
+    assert entries[1]["customType"] == "system" and entries[1]["content"] == "be terse"
+    assert entries[3]["modelId"] == "openai/gpt-5" and entries[3]["provider"] == "openai"
+    call = entries[4]["message"]
+    assert call["content"] == [
+        {"type": "thinking", "thinking": "use the tool"},
+        {"type": "toolCall", "id": "t1", "name": "get_time", "arguments": {}},
+    ]
+    assert call["stopReason"] == "toolUse" and call["model"] == "openai/gpt-5"
+    result = entries[5]["message"]
+    assert result == {
+        "role": "toolResult", "toolCallId": "t1", "toolName": "get_time",
+        "content": [{"type": "text", "text": "2026-07-01T15:00:00Z"}], "isError": False, "timestamp": 1751382001200,
+    }
+
+
+def _parse(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="ststrace")
+    add_convert_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(argv)
+
+
+def test_cli_to_pi_from_other_agents_and_from_sts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--to pi takes another agent's session (through STS) or an STS trace; each output reads back as valid STS."""
+    sts_dir = tmp_path / "sts"
+    assert run_convert(_parse(["convert", str(SAMPLES / "example_codex_session.jsonl"), "-o", str(sts_dir)])) == 0
+    (sts_file,) = sts_dir.iterdir()
+    out = tmp_path / "pi"
+    code = run_convert(_parse(["convert", "--to", "pi", str(SAMPLES / "example_claude_code.jsonl"), str(sts_file), "-o", str(out)]))
+    stdout, stderr = capsys.readouterr()
+    assert (code, stderr) == (0, "")
+    assert "(Pi layout)" in stdout.strip().splitlines()[-1]
+    files = sorted(out.iterdir())
+    assert len(files) == 2
+    harnesses = set()
+    for f in files:
+        head = _rows(f)[0]
+        assert head["type"] == "session" and head["version"] == 3 and head["convertedBy"] == "ststrace"
+        harnesses.add(head["harness"])
+        (trace,) = convert_file(f, redact=False).traces  # detected as Pi
+        again = write_trace(trace, tmp_path / f"back-{f.name}")
+        assert [p for p in validate(again) if p.severity == "error"] == []
+        assert len(trace.messages) == len(read(sts_file).messages) or head["harness"] == "claude-code"
+    assert harnesses == {"claude-code", "codex"}
+
+    # --force replaces its own Pi output, never a Pi session it did not write.
+    assert run_convert(_parse(["convert", "--to", "pi", "--force", str(sts_file), "-o", str(out)])) == 0
+    real_pi = out / "pi-v1-session.jsonl"
+    real_pi.write_bytes((FIXTURES / "pi_v1.jsonl").read_bytes())
+    sts_of_pi = tmp_path / "pi-sts"
+    assert run_convert(_parse(["convert", str(FIXTURES / "pi_v1.jsonl"), "-o", str(sts_of_pi)])) == 0
+    capsys.readouterr()
+    assert run_convert(_parse(["convert", "--to", "pi", "--force", str(sts_of_pi / "pi-v1-session.jsonl"), "-o", str(out)])) == 1
+    assert "was not written by ststrace" in capsys.readouterr().err
+    assert real_pi.read_bytes() == (FIXTURES / "pi_v1.jsonl").read_bytes()
