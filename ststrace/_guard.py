@@ -22,6 +22,8 @@ written unredacted (fail closed), and the error is logged.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import threading
@@ -29,12 +31,25 @@ from typing import Any
 
 import orjson
 
+from . import _ids
 from ._encode import dumps
 from ._errors import internal_error
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
 from ._redact import MAX_SECRET_CHARS, Redactor, apply, default_redactor, marker
 
 FAILED = "[ststrace: field withheld: redaction failed]"
+
+#: Decoded JSON is walked this deep; past it, a subtree that holds a secret is
+#: replaced whole (see :meth:`MessageGuard._redact_value`).
+MAX_DEPTH = 200
+
+# Roles are checked by the record builders: no need to scan them.
+_ROLES = frozenset({"user", "assistant", "system", "tool"})
+# Cached names and ids: at most this many, each at most this long.
+_CACHE_SIZE = 4096
+_CACHED_CHARS = 256
+# Keys the digest of a redacted id: stable within the process, never written.
+_ID_KEY = os.urandom(16)
 
 # "data:;base64," and the 16 base64 characters the placeholder pattern needs.
 _MIN_DATA_URL = 29
@@ -50,7 +65,7 @@ class MessageGuard:
     turns the caps (and media placeholders) off.
     """
 
-    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short")
+    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "_names", "_ids")
 
     def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
         if max_field_chars is not None and (isinstance(max_field_chars, bool) or not isinstance(max_field_chars, int)):
@@ -72,28 +87,24 @@ class MessageGuard:
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         self._lock = threading.Lock()
+        # What model / tool names and ids became (with what they counted):
+        # they repeat, and each id is seen twice (the call, its result).
+        self._names: dict[str, tuple[str, dict[str, int]]] = {}
+        self._ids: dict[str, tuple[str, dict[str, int]]] = {}
 
     # -- public ---------------------------------------------------------------------
 
     def message(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """*msg*, or a redacted / capped copy of it."""
-        # Written out per field (no loop, no helper call on the way in): this
-        # runs for every message and most have nothing to change.
+        """*msg*, or a redacted / capped copy of it.
+
+        Every string that reaches the file is looked at: content, reasoning,
+        tool-call arguments, names and ids, ``model``, ``toolCallId``, and any
+        other key and value a caller put in the message.
+        """
+        # Written out for the common record (role, content, timestamp; no
+        # loop, no helper call on the way in): it runs for every message.
         short = self._short
         value = msg.get("content")
-        if type(value) is str and len(value) < short and "reasoningContent" not in msg:
-            # The common record: short content, no reasoning, short or no
-            # tool-call arguments. Nothing to scan.
-            calls = msg.get("toolCalls")
-            if not calls:
-                return msg
-            if type(calls) is list and len(calls) == 1:
-                try:
-                    args = calls[0]["function"]["arguments"]
-                    if type(args) is str and len(args) < short:
-                        return msg
-                except (KeyError, TypeError):
-                    pass
         out = msg
         if isinstance(value, str) and len(value) >= short:
             # The _field fast lane, inlined for the commonest field.
@@ -111,48 +122,97 @@ class MessageGuard:
                 if new is not value:
                     out = dict(msg)
                     out["content"] = new
-        if "reasoningContent" not in msg and "toolCalls" not in msg:
+        elif type(value) is not str:
+            return self._other_fields(msg, out, True)
+        if len(msg) == 3 and "timestamp" in msg and "role" in msg:
             return out
-        value = msg.get("reasoningContent")
-        if isinstance(value, str) and len(value) >= short:
-            new = self._field(value)
+        return self._other_fields(msg, out, False)
+
+    def _other_fields(self, msg: dict[str, Any], out: dict[str, Any], with_content: bool) -> dict[str, Any]:
+        """Every field of *msg* but a string ``content`` (done by :meth:`message`)."""
+        extra: dict[Any, Any] | None = None
+        for key, value in msg.items():
+            if key == "content" and not with_content:
+                continue
+            if key == "timestamp" and type(value) is int:
+                continue
+            if key == "role" and type(value) is str and value in _ROLES:
+                continue
+            if key == "toolCalls" and isinstance(value, list):
+                new: Any = self._tool_calls(value) if value else value
+            elif key == "toolCallId" and type(value) is str:
+                new = self._ident(value)
+            elif key in ("model", "content", "reasoningContent") and isinstance(value, str):
+                new = self._name(value) if key == "model" else self._field(value)
+            else:
+                if extra is None:
+                    extra = {}
+                extra[key] = value
+                continue
             if new is not value:
                 if out is msg:
                     out = dict(msg)
-                out["reasoningContent"] = new
-        calls = msg.get("toolCalls")
-        if calls and isinstance(calls, list) and not self._all_short(calls, short):
-            new_calls = self._tool_calls(calls)
-            if new_calls is not calls:
-                if out is msg:
-                    out = dict(msg)
-                out["toolCalls"] = new_calls
+                out[key] = new
+        if extra is not None:
+            out = self._extra_fields(msg, out, extra)
         return out
 
+    def _extra_fields(self, msg: dict[str, Any], out: dict[str, Any], extra: dict[Any, Any]) -> dict[str, Any]:
+        """Keys and values nobody named (``s.record({..., "usage": ...})``), judged by their JSON form."""
+        if self.redactor is None:
+            return out
+        counts: dict[str, int] = {}
+        try:
+            plain = orjson.loads(dumps(extra))
+            new = self._redact_value(plain, 0, counts)
+        except Exception as exc:
+            internal_error(exc, "redacting message fields")
+            new = {k: FAILED for k in map(str, extra)}
+        else:
+            self._count(counts)
+            if new is plain:
+                return out
+        # Rebuilt in the message's key order; the redacted fields take the
+        # place of the originals.
+        rebuilt: dict[str, Any] = {}
+        for key, value in out.items():
+            if key not in extra:
+                rebuilt[key] = value
+        rebuilt.update(new)
+        return rebuilt
+
     def header(self, header: dict[str, Any]) -> dict[str, Any]:
-        """*header* with secrets redacted in its metadata values (not ``type``/``id``/``harness``)."""
+        """*header* with secrets redacted in its keys and values (``type`` is kept).
+
+        ``id`` and ``harness`` are redacted like tool-call ids: the same text
+        always gives the same, distinct result.
+        """
         if self.redactor is None:
             return header
-        out = header
+        out: dict[str, Any] = {}
+        changed = False
+        counts: dict[str, int] = {}
         for key, value in header.items():
-            if key in _HEADER_FIXED:
-                continue
             try:
-                # Judged by what will be written: an object's JSON form (or
-                # repr), nested anywhere in the value, can hold a secret too.
-                plain = value if isinstance(value, str) else orjson.loads(dumps(value))
-                counts: dict[str, int] = {}
-                new = self._redact_value(plain, 0, counts)
-                changed = new is not plain
-                self._count(counts)
+                if key == "type":
+                    new_key, new = key, value
+                elif key in ("id", "harness") and isinstance(value, str):
+                    new_key, new = key, self._ident(value)
+                else:
+                    new_key = self._redact_value(key, 0, counts)
+                    # Judged by what will be written: an object's JSON form (or
+                    # repr), nested anywhere in the value, can hold a secret too.
+                    plain = value if isinstance(value, str) else orjson.loads(dumps(value))
+                    new = self._redact_value(plain, 0, counts)
+                    if new is plain:
+                        new = value
             except Exception as exc:
                 internal_error(exc, "redacting session header")
-                new, changed = FAILED, True
-            if changed:
-                if out is header:
-                    out = dict(header)
-                out[key] = new
-        return out
+                new_key, new = (key if key in _HEADER_FIXED else FAILED), FAILED
+            changed = changed or new_key is not key or new is not value
+            out[_free_key(out, new_key) if new_key is not key else new_key] = new
+        self._count(counts)
+        return out if changed else header
 
     def text(self, text: str) -> str:
         """One free-text field through media placeholders, redaction and the cap."""
@@ -230,36 +290,108 @@ class MessageGuard:
             pieces.append(truncation_marker(len(text) - pos))
         return "".join(pieces)
 
-    @staticmethod
-    def _all_short(calls: list[Any], short: int) -> bool:
-        """Whether every call's arguments are too short to need the guard."""
-        try:
-            for call in calls:
-                args = call["function"]["arguments"]
-                if type(args) is not str or len(args) >= short:
-                    return False
-        except (KeyError, TypeError):
-            return False
-        return True
-
     def _tool_calls(self, calls: list[Any]) -> list[Any]:
         out = calls
         for i, call in enumerate(calls):
-            if not isinstance(call, dict):
-                continue
-            fn = call.get("function")
-            if not isinstance(fn, dict):
-                continue
-            args = fn.get("arguments")
-            if not isinstance(args, str) or len(args) < self._short:
-                continue
-            new = self.arguments(args)
-            if new is args:
-                continue
-            if out is calls:
-                out = list(calls)
-            out[i] = {**call, "function": {**fn, "arguments": new}}
+            new = self._tool_call(call) if isinstance(call, dict) else call
+            if new is not call:
+                if out is calls:
+                    out = list(calls)
+                out[i] = new
         return out
+
+    def _tool_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        out = call
+        for key, value in call.items():
+            if key == "id" and type(value) is str:
+                new: Any = self._ident(value)
+            elif key == "function" and isinstance(value, dict):
+                new = self._function(value)
+            else:
+                new = self._plain(key, value)
+                if isinstance(new, tuple):  # the key changed too
+                    out = {(new[0] if k is key else k): (new[1] if k is key else v) for k, v in out.items()}
+                    continue
+            if new is not value:
+                if out is call:
+                    out = dict(call)
+                out[key] = new
+        return out
+
+    def _function(self, fn: dict[str, Any]) -> dict[str, Any]:
+        out = fn
+        for key, value in fn.items():
+            if key == "arguments" and isinstance(value, str):
+                new: Any = self.arguments(value) if len(value) >= self._short else value
+            elif key == "name" and type(value) is str:
+                new = self._name(value)
+            else:
+                new = self._plain(key, value)
+                if isinstance(new, tuple):
+                    out = {(new[0] if k is key else k): (new[1] if k is key else v) for k, v in out.items()}
+                    continue
+            if new is not value:
+                if out is fn:
+                    out = dict(fn)
+                out[key] = new
+        return out
+
+    def _plain(self, key: Any, value: Any) -> Any:
+        """*value* redacted through its JSON form; ``(new key, new value)`` if *key* had a secret."""
+        if self.redactor is None:
+            return value
+        counts: dict[str, int] = {}
+        try:
+            plain = value if isinstance(value, str) else orjson.loads(dumps(value))
+            new = self._redact_value(plain, 0, counts)
+            new_key = self._redact_value(key, 0, counts) if isinstance(key, str) else key
+        except Exception as exc:
+            internal_error(exc, "redacting a tool call")
+            return FAILED
+        self._count(counts)
+        if new is plain:
+            new = value
+        return (new_key, new) if new_key is not key else new
+
+    # -- short names and ids ------------------------------------------------------------
+
+    def _name(self, text: str) -> str:
+        """A model or tool name: the same few come again and again, so results are cached."""
+        if len(text) < self._short:
+            return text
+        hit = self._names.get(text)
+        if hit is None:
+            hit = self._scan(text)
+            _remember(self._names, text, hit)
+        if hit[1]:
+            self._count(hit[1])
+        return hit[0]
+
+    def _scan(self, text: str) -> tuple[str, dict[str, int]]:
+        counts: dict[str, int] = {}
+        try:
+            return self._text(text, self._cap, counts), counts
+        except Exception as exc:
+            internal_error(exc, "redacting a message field")
+            return FAILED, {}
+
+    def _ident(self, text: str) -> str:
+        """A tool-call or session id: redacted so that the same id always gives the
+        same result and two ids never give the same one (a call and its result
+        still pair up): a keyed digest of the original follows the markers."""
+        if len(text) < self._short or _own_id(text):
+            return text
+        hit = self._ids.get(text)
+        if hit is None:
+            new, counts = self._scan(text)
+            if new is not text:
+                digest = hmac.new(_ID_KEY, text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
+                new = f"{new}~{digest[:12]}"
+            hit = (new, counts)
+            _remember(self._ids, text, hit)
+        if hit[1]:
+            self._count(hit[1])
+        return hit[0]
 
     # -- arguments ------------------------------------------------------------------
 
@@ -325,7 +457,11 @@ class MessageGuard:
             keep = max(0, keep - over)
 
     def _redact_value(self, value: Any, depth: int, counts: dict[str, int]) -> Any:
-        """Decoded JSON *value* with secrets redacted in strings and keys (copy-on-write)."""
+        """Decoded JSON *value* with secrets redacted in strings and keys (copy-on-write).
+
+        Past :data:`MAX_DEPTH` levels it fails closed: a subtree that holds a
+        secret anywhere is replaced whole by ``[REDACTED:too_deep]``.
+        """
         redactor = self.redactor
         assert redactor is not None
         if isinstance(value, str):
@@ -335,7 +471,10 @@ class MessageGuard:
             new, found = apply(value, spans)
             _add(counts, found)
             return new
-        if depth > 500:
+        if depth > MAX_DEPTH:
+            if isinstance(value, (list, dict)) and _holds_secret(redactor, value):
+                counts["too_deep"] = counts.get("too_deep", 0) + 1
+                return marker("too_deep")
             return value
         if isinstance(value, list):
             out_list: list[Any] | None = None
@@ -354,7 +493,13 @@ class MessageGuard:
                 new_item = self._redact_value(item, depth + 1, counts)
                 changed = changed or new_k is not k or new_item is not item
                 pairs.append((new_k, new_item))
-            return dict(pairs) if changed else value
+            if not changed:
+                return value
+            out: dict[Any, Any] = {}
+            for (k, _), (new_k, new_item) in zip(value.items(), pairs):
+                # Two keys redacted alike must not overwrite each other.
+                out[_free_key(out, new_k) if new_k is not k else new_k] = new_item
+            return out
         return value
 
     def _count(self, counts: dict[str, int]) -> None:
@@ -363,6 +508,47 @@ class MessageGuard:
         with self._lock:
             for kind, n in counts.items():
                 self.counts[kind] = self.counts.get(kind, 0) + n
+
+
+def _holds_secret(redactor: Redactor, value: Any) -> bool:
+    """Whether any string (key or value) of a decoded JSON *value*, at any depth, holds a secret.
+
+    Iterative: no depth is too deep for it."""
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if redactor.find(item):
+                return True
+        elif isinstance(item, dict):
+            stack.extend(k for k in item if isinstance(k, str))
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _free_key(taken: dict[Any, Any], key: Any) -> Any:
+    """*key*, or *key* with a ``#N`` suffix when a redacted key already took its name."""
+    if key not in taken:
+        return key
+    n = 2
+    while f"{key}#{n}" in taken:
+        n += 1
+    return f"{key}#{n}"
+
+
+def _remember(cache: dict[str, tuple[str, dict[str, int]]], text: str, hit: tuple[str, dict[str, int]]) -> None:
+    if len(text) > _CACHED_CHARS:
+        return
+    if len(cache) >= _CACHE_SIZE:
+        cache.clear()  # a plain bound: the names that matter come back at once
+    cache[text] = hit
+
+
+def _own_id(text: str) -> bool:
+    """A tool-call id ststrace made (``call_<process prefix><counter>``): nothing to redact in it."""
+    return text.startswith("call_") and text[5:17] == _ids._prefix and len(text) <= 40
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
@@ -157,21 +158,78 @@ def _r(
 
 
 _TOK = r"[A-Za-z0-9_\-]"
-_PEM_HEAD = r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-_PEM_BODY = r"[\sA-Za-z0-9+/=:,.\\\-]"
-_PEM_END = r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_HEAD = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+# A key's END line is looked for this far after its BEGIN line (a 16384-bit
+# RSA key is about 12 KB of PEM; its lines may be quoted, escaped or listed).
+_PEM_WINDOW = 65536
+# Without an END line (a key cut, or pasted in part): the body is redacted to
+# its end, lines joined by any short run of other characters (a newline, a
+# "\\n" escape, "', '" of a list repr, "> " of a quoted block). Body lines are
+# long; the last one may be short. Legacy encrypted keys have header lines.
+_PEM_OPEN_BODY = re.compile(
+    r"(?:[^A-Za-z0-9+/=]{1,12}(?:[A-Za-z0-9+/]{40,}={0,2}|[A-Z][A-Za-z\-]{2,30}:[ \t]*[A-Za-z0-9,\-]{1,200}))*"
+    r"(?:[^A-Za-z0-9+/=]{1,12}[A-Za-z0-9+/]{1,39}={0,2}(?![A-Za-z0-9+/=]))?"
+)
+
+
+def _match_pem(text: str, start: int, ends: list[int]) -> tuple[int, int] | None:
+    """The key block at *start*: to its END line when one follows within
+    :data:`_PEM_WINDOW`, whatever separates its lines; else to the end of its body.
+
+    *ends* caches the next ``-----END`` position at or after ``ends[0]``'s
+    query point across the candidates of one text (``[-2]``: not looked yet),
+    so a text of many BEGIN lines and no END is still scanned in linear time.
+    """
+    head = _PEM_HEAD.match(text, start)
+    if head is None:
+        return None
+    pos = head.end()
+    limit = pos + _PEM_WINDOW
+    while True:
+        nxt = ends[0]
+        if nxt == -2 or (nxt != -1 and nxt < pos):
+            nxt = ends[0] = text.find("-----END", pos)
+        if nxt == -1 or nxt > limit:
+            break
+        end = _PEM_END.match(text, nxt)
+        if end is not None:
+            return start, end.end()
+        pos = nxt + 1  # "-----END CERTIFICATE-----" and the like: look further
+    body = _PEM_OPEN_BODY.match(text, head.end())
+    return start, body.end() if body is not None else head.end()
+
+
+# A secret access key is 40 characters of base64 with nothing of its own to
+# recognise it by: it is only found right after its name.
+_AWS_SEP = r"""(?:[\s"'\\]{0,8}[:=][\s"'\\]{0,8}|[\s"'\\]{1,8})"""
+_AWS_VALUE = r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+
+_URL_PLACEHOLDERS = frozenset({"password", "passwd", "pass", "pwd", "secret", "pw", "mypassword", "yourpassword"})
+
+
+def _v_url_password(text: str, start: int, end: int) -> bool:
+    pw = text[start:end]
+    if pw.lower() in _URL_PLACEHOLDERS or pw.startswith(("[REDACTED", "{", "%(", "$")):
+        return False
+    # "****", "xxxx": placeholders a document writes for a password.
+    return pw.strip("*xX.") != ""
 
 # Token bodies have an upper length and must end there: a long run of token
 # characters (a base64url blob) is not a key, and each candidate costs at most
 # that many characters of matching.
 _ANTHROPIC = _r("anthropic_key", rf"sk-ant-{_TOK}{{20,500}}(?!{_TOK})", _v_anthropic, skip=(rf"{_TOK}*", 507))
 _OPENAI = _r("openai_key", rf"sk-{_TOK}{{20,500}}(?!{_TOK})", _v_openai, skip=(rf"{_TOK}*", 503))
+# xoxb/xoxp/... and xoxe (refresh tokens, "xoxe-1-..."); "xoxe.xoxp-1-..."
+# (a rotating token) is caught at its "xoxp-".
 _SLACK = _r(
-    "slack_token", r"xox[abposr]-[A-Za-z0-9\-]{10,300}(?![A-Za-z0-9\-])", _v_slack, skip=(r"[A-Za-z0-9\-]*", 305)
+    "slack_token", r"xox[abposre]-[A-Za-z0-9\-]{10,300}(?![A-Za-z0-9\-])", _v_slack, skip=(r"[A-Za-z0-9\-]*", 305)
 )
-# A key block without its END line (cut, or pasted in part) is redacted to
-# the end of its base64 body rather than left half-visible.
-_PEM = _r("private_key", rf"{_PEM_HEAD}{_PEM_BODY}*?(?:{_PEM_END}|(?!{_PEM_BODY}))")
+_SLACK_APP = _r(
+    "slack_token", r"xapp-[A-Za-z0-9\-]{10,300}(?![A-Za-z0-9\-])", _v_slack, skip=(r"[A-Za-z0-9\-]*", 305)
+)
+# Matched by _match_pem (BEGIN to END across any separators), not by a regex.
+_PEM = _r("private_key", r"-----BEGIN")
 _HF = _r("hf_token", r"hf_[A-Za-z0-9]{30,100}(?![A-Za-z0-9])", _v_hf)
 _GITHUB = _r("github_token", r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9])", _v_mixed(4))
 _GITHUB_PAT = _r(
@@ -186,7 +244,27 @@ _GOOGLE = _r("google_api_key", r"AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])")
 _JWT = _r("jwt", rf"eyJ{_TOK}{{8,}}\.ey{_TOK}{{8,}}\.{_TOK}*", _v_boundary, skip=(rf"{_TOK}*", 0))
 # "Bearer" as RFC 6750 writes it (or all caps): a lowercase "bearer" has no
 # rare character to gate on, and would cost a full scan of every text.
-_BEARER = _r("bearer_token", r"(?:Bearer|BEARER)[ \t]+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", _v_bearer, "secret")
+# The space may be a tab, a "\\t" escape (JSON text of tool arguments, at any
+# depth) or "%20" (a URL-encoded header).
+_BEARER_SEP = r"(?:[ \t]|\\+t|%20)"
+_BEARER = _r(
+    "bearer_token", rf"(?:Bearer|BEARER){_BEARER_SEP}+(?P<secret>[A-Za-z0-9\-._~+/%]{{16,}}=*)", _v_bearer, "secret"
+)
+_AWS_SECRET = _r(
+    "aws_secret_key",
+    rf"(?:[Ss]ecret_(?:[Aa]ccess)_(?:[Kk]ey)|SECRET_ACCESS_KEY){_AWS_SEP}{_AWS_VALUE}",
+    _v_mixed(0),
+    "secret",
+)
+_AWS_SECRET_CAMEL = _r("aws_secret_key", rf"[Ss]ecretAccessKey{_AWS_SEP}{_AWS_VALUE}", _v_mixed(0), "secret")
+# scheme://user:password@host: only the password goes. It may hold "@" and
+# ":" (people do not always encode them): up to the last "@" before the host.
+_URL_PASSWORD = _r(
+    "url_password",
+    r"://[^\s:/?#@\[\]\"'<>\\]{0,256}:(?P<secret>[^\s/?#\"'<>\\]{1,256})@(?=[A-Za-z0-9\[])",
+    _v_url_password,
+    "secret",
+)
 
 
 @dataclass(frozen=True)
@@ -200,24 +278,34 @@ class _Group:
 _GROUPS: tuple[_Group, ...] = (
     _Group(
         ("-",),
-        re.compile(r"-(?:(?<=sk-)(?P<sk>)|(?<=xox[abposr]-)(?P<xox>)|(?=----BEGIN)(?P<pem>))"),
-        {"sk": (2, (_ANTHROPIC, _OPENAI)), "xox": (4, (_SLACK,)), "pem": (0, (_PEM,))},
+        re.compile(r"-(?:(?<=sk-)(?P<sk>)|(?<=xox[abposre]-)(?P<xox>)|(?<=xapp-)(?P<xapp>)|(?=----BEGIN)(?P<pem>))"),
+        {"sk": (2, (_ANTHROPIC, _OPENAI)), "xox": (4, (_SLACK,)), "xapp": (4, (_SLACK_APP,)), "pem": (0, (_PEM,))},
     ),
     _Group(
         ("_",),
         re.compile(
             r"_(?:(?<=hf_)(?P<hf>)|(?<=gh[pousr]_)(?P<gh>)|(?<=github_)(?=pat_)(?P<pat>)"
-            r"|(?<=[sr]k_)(?=live_|test_)(?P<stripe>))"
+            r"|(?<=[sr]k_)(?=live_|test_)(?P<stripe>)|(?<=[Ss]ecret_)(?=[Aa]ccess_[Kk]ey)(?P<awss>)"
+            r"|(?<=SECRET_)(?=ACCESS_KEY)(?P<awsS>))"
         ),
-        {"hf": (2, (_HF,)), "gh": (3, (_GITHUB,)), "pat": (6, (_GITHUB_PAT,)), "stripe": (2, (_STRIPE,))},
+        {
+            "hf": (2, (_HF,)),
+            "gh": (3, (_GITHUB,)),
+            "pat": (6, (_GITHUB_PAT,)),
+            "stripe": (2, (_STRIPE,)),
+            "awss": (6, (_AWS_SECRET,)),
+            "awsS": (6, (_AWS_SECRET,)),
+        },
     ),
     _Group(
         ("K", "S", "z"),
-        re.compile(r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>))"),
-        {"aws": (0, (_AWS,)), "google": (0, (_GOOGLE,))},
+        re.compile(r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>)|(?<=ecretA)(?=ccessKey)(?P<awscamel>))"),
+        {"aws": (0, (_AWS,)), "google": (0, (_GOOGLE,)), "awscamel": (6, (_AWS_SECRET_CAMEL,))},
     ),
     _Group(("J",), re.compile(r"J(?<=eyJ)(?P<jwt>)"), {"jwt": (2, (_JWT,))}),
-    _Group(("B",), re.compile(r"B(?:earer|EARER)[ \t](?P<bearer>)"), {"bearer": (0, (_BEARER,))}),
+    _Group(("B",), re.compile(rf"B(?:earer|EARER){_BEARER_SEP}(?P<bearer>)"), {"bearer": (0, (_BEARER,))}),
+    # "@" first (a memchr); then "://" is looked for as a literal.
+    _Group(("@",), re.compile(r"://(?P<url>)"), {"url": (0, (_URL_PASSWORD,))}),
 )
 
 
@@ -227,12 +315,19 @@ def _any_gate(text: str) -> bool:
     several times faster than a regex character class (and than a per-group
     loop), and most text has none of them."""
     return (
-        "-" in text or "_" in text or "B" in text or "J" in text or "K" in text or "S" in text or "z" in text
+        "-" in text
+        or "_" in text
+        or "B" in text
+        or "J" in text
+        or "K" in text
+        or "S" in text
+        or "z" in text
+        or "@" in text
     )
 
 
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
-assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz")
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz@")
 
 #: Every built-in kind, for documentation and tests.
 KINDS: tuple[str, ...] = tuple(
@@ -245,18 +340,31 @@ _MIN_SHAPE = 15
 # -- environment literals -----------------------------------------------------------
 
 _SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "PASSPHRASE"})
+# Glued to a prefix: PGPASSWORD, MYSQLPASSWORD, NPMTOKEN.
+_SECRET_ENDINGS = ("PASSWORD", "PASSWD", "PASSPHRASE", "TOKEN", "SECRET")
 _KEY_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"), ("AUTH", "TOKEN")})
 # Names that end like these hold where a secret is, not the secret itself.
-_NOT_SECRET_SUFFIXES = frozenset({"PATH", "FILE", "DIR", "URL", "HOST", "PORT", "NAME", "USER", "TYPE"})
+_NOT_SECRET_SUFFIXES = frozenset({"PATH", "FILE", "DIR", "URL", "URI", "HOST", "PORT", "NAME", "USER", "TYPE"})
+# ... except a database URL, which holds the password (DATABASE_URL, *_DB_URL).
+_DATABASE_WORDS = frozenset({"DATABASE", "DB"})
+# *_KEY is a secret unless the name says the key is public.
+_PUBLIC_WORDS = frozenset({"PUBLIC", "PUBLISHABLE", "PUB"})
 
 
 def is_secret_env_name(name: str) -> bool:
     """Whether an environment variable's *name* says its value is a secret."""
     parts = [p for p in re.split(r"[^A-Z0-9]+", name.upper()) if p]
-    if not parts or parts[-1] in _NOT_SECRET_SUFFIXES:
+    if not parts:
         return False
-    if any(p in _SECRET_WORDS for p in parts):
+    last = parts[-1]
+    if last in ("URL", "URI") and len(parts) > 1 and parts[-2] in _DATABASE_WORDS:
         return True
+    if last in _NOT_SECRET_SUFFIXES:
+        return False
+    if any(p in _SECRET_WORDS or p.endswith(_SECRET_ENDINGS) for p in parts):
+        return True
+    if len(parts) > 1 and last in ("KEY", "PWD") and not _PUBLIC_WORDS.intersection(parts):
+        return True  # OPENAI_KEY, SIGNING_KEY, MYSQL_PWD (but not PWD, OLDPWD: the directory)
     return any(pair in _KEY_PAIRS for pair in zip(parts, parts[1:]))
 
 
@@ -274,7 +382,10 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     out: list[str] = []
     for name, value in env.items():
-        if len(value) < MIN_LITERAL or value.strip() != value or not is_secret_env_name(name):
+        # A value read from a file or pasted often keeps a newline or a space
+        # around it; the text the secret shows up in usually does not.
+        value = value.strip()
+        if len(value) < MIN_LITERAL or not is_secret_env_name(name):
             continue
         if _is_existing_path(value):
             continue  # e.g. SOME_TOKEN=/run/secrets/token: the path is not the secret
@@ -361,7 +472,40 @@ class Redactor:
         return len(self._literals)
 
     def find(self, text: str) -> list[Span]:
-        """Secrets in *text* as ``(kind, start, end)``, sorted and non-overlapping."""
+        """Secrets in *text* as ``(kind, start, end)``, sorted and non-overlapping.
+
+        Also those a reader sees only after decoding the JSON escapes of
+        *text* (``\\u0067hp_...``, ``\\/`` in a key, a literal's ``\\"``),
+        any number of times: their spans cover the escaped form in *text*.
+        """
+        if len(text) < self._min_len:
+            return []
+        spans = self._find_plain(text)
+        if "\\" in text and (self.escapes_matter or "\\u" in text or "\\/" in text):
+            spans = self._find_escaped(text, spans)
+        return spans
+
+    def _find_escaped(self, text: str, spans: list[Span]) -> list[Span]:
+        found = list(spans)
+        maps: list[_EscapeMap] = []
+        current = text
+        for _ in range(_MAX_UNESCAPES):
+            decoded = _unescape(current)
+            if decoded is None:
+                break
+            current, emap = decoded
+            maps.append(emap)
+            for kind, a, b in self._find_plain(current):
+                for m in reversed(maps):
+                    a, b = m.back(a, b)
+                found.append((kind, a, b))
+            if "\\" not in current:
+                break
+        if len(found) == len(spans):
+            return spans
+        return _merge(found)
+
+    def _find_plain(self, text: str) -> list[Span]:
         if len(text) < self._min_len:
             return []
         spans: list[Span] = (
@@ -444,6 +588,49 @@ def default_redactor() -> Redactor:
     return redactor
 
 
+# -- JSON escapes ---------------------------------------------------------------------
+
+# How many times text is unescaped looking for hidden secrets. Each round
+# shrinks the text, so this only bounds pathological input (256 backslashes
+# before a "u").
+_MAX_UNESCAPES = 16
+_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+class _EscapeMap:
+    """Maps positions in unescaped text back to the escaped text it came from."""
+
+    __slots__ = ("_at", "_extra")
+
+    def __init__(self, at: list[int], extra: list[int]) -> None:
+        self._at = at  # unescaped positions of the characters that were escapes
+        self._extra = extra  # extra[k]: characters the first k escapes added
+
+    def back(self, start: int, end: int) -> tuple[int, int]:
+        """*start*/*end* of unescaped text as positions in the escaped text (escapes kept whole)."""
+        return start + self._extra[bisect_left(self._at, start)], end + self._extra[bisect_left(self._at, end)]
+
+
+def _unescape(text: str) -> tuple[str, _EscapeMap] | None:
+    """*text* with its JSON escapes decoded, leniently (other backslashes stay), or None if it has none."""
+    pieces: list[str] = []
+    at: list[int] = []
+    extra = [0]
+    pos = 0
+    for m in _ESCAPE.finditer(text):
+        pieces.append(text[pos : m.start()])
+        hexa = m.group(1)
+        at.append(m.start() - extra[-1])
+        pieces.append(chr(int(hexa, 16)) if hexa is not None else _SIMPLE_ESCAPES[m.group(2)])
+        extra.append(extra[-1] + m.end() - m.start() - 1)
+        pos = m.end()
+    if not at:
+        return None
+    pieces.append(text[pos:])
+    return "".join(pieces), _EscapeMap(at, extra)
+
+
 def _json_escapes(s: str) -> bool:
     return not s.isascii() or any(c in s for c in '"\\/') or any(ord(c) < 0x20 or c == "\x7f" for c in s)
 
@@ -481,6 +668,7 @@ def _builtin_spans(text: str) -> list[Span]:
     if len(text) < _MIN_SHAPE or not _any_gate(text):
         # One C-level scan rejects most text: no group's gate character occurs.
         return spans
+    pem_ends: list[int] | None = None
     for group in _GROUPS:
         for g in group.gate:
             if g in text:
@@ -496,6 +684,14 @@ def _builtin_spans(text: str) -> list[Span]:
             back, rules = group.branches[branch]
             start = m.start() - back
             if start < done or start < skip_until.get(branch, 0):
+                continue
+            if rules[0] is _PEM:
+                if pem_ends is None:
+                    pem_ends = [-2]
+                pem = _match_pem(text, start, pem_ends)
+                if pem is not None:
+                    spans.append(("private_key", pem[0], pem[1]))
+                    done = pem[1]
                 continue
             skip_to = start
             for i, rule in enumerate(rules):
