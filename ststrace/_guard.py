@@ -65,7 +65,9 @@ class MessageGuard:
     turns the caps (and media placeholders) off.
     """
 
-    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "_names", "_ids")
+    __slots__ = (
+        "redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "_clean", "_names", "_ids"
+    )
 
     def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
         if max_field_chars is not None and (isinstance(max_field_chars, bool) or not isinstance(max_field_chars, int)):
@@ -87,8 +89,10 @@ class MessageGuard:
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         self._lock = threading.Lock()
-        # What model / tool names and ids became (with what they counted):
-        # they repeat, and each id is seen twice (the call, its result).
+        # Model and tool names and ids seen before: they repeat, and each id
+        # comes twice (the call, its result). Those with nothing to redact,
+        # and what the others became (with what they counted).
+        self._clean: set[str] = set()
         self._names: dict[str, tuple[str, dict[str, int]]] = {}
         self._ids: dict[str, tuple[str, dict[str, int]]] = {}
 
@@ -124,9 +128,58 @@ class MessageGuard:
                     out["content"] = new
         elif type(value) is not str:
             return self._other_fields(msg, out, True)
-        if len(msg) == 3 and "timestamp" in msg and "role" in msg:
-            return out
+        # The usual shapes, by size: {role, content, timestamp} (user, system)
+        # and {role, content, model, timestamp} (a reply) with a model name
+        # too short to hold anything. Roles are checked by the builders.
+        n = len(msg)
+        if n == 3:
+            if "timestamp" in msg and "role" in msg:
+                return out
+        elif n == 4 and "timestamp" in msg and "role" in msg:
+            # A reply with its model, a tool result, a call made by @tool:
+            # done when each string was seen clean before (or is too short).
+            clean = self._clean
+            model = msg.get("model")
+            if type(model) is str:
+                if len(model) < short or model in clean:
+                    return out
+            else:
+                cid = msg.get("toolCallId")
+                if type(cid) is str:
+                    if len(cid) < short or cid in clean:
+                        return out
+                else:
+                    calls = msg.get("toolCalls")
+                    if type(calls) is list and len(calls) == 1 and type(calls[0]) is dict:
+                        call = calls[0]
+                        if self._clean_call(call, short):
+                            return out
+                        new_call = self._tool_call(call)
+                        if new_call is not call:
+                            if out is msg:
+                                out = dict(msg)
+                            out["toolCalls"] = [new_call]
+                        return out
         return self._other_fields(msg, out, False)
+
+    def _clean_call(self, call: Any, short: int) -> bool:
+        """Whether *call* is ``{id, function: {name, arguments}}`` with nothing to look at."""
+        if type(call) is not dict or len(call) != 2:
+            return False
+        fn = call.get("function")
+        cid = call.get("id")
+        if type(fn) is not dict or len(fn) != 2 or type(cid) is not str:
+            return False
+        name = fn.get("name")
+        args = fn.get("arguments")
+        clean = self._clean
+        return (
+            type(args) is str
+            and len(args) < short
+            and type(name) is str
+            and (len(name) < short or name in clean)
+            and (len(cid) < short or cid in clean)
+        )
 
     def _other_fields(self, msg: dict[str, Any], out: dict[str, Any], with_content: bool) -> dict[str, Any]:
         """Every field of *msg* but a string ``content`` (done by :meth:`message`)."""
@@ -301,6 +354,24 @@ class MessageGuard:
         return out
 
     def _tool_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        cid = call.get("id")
+        fn = call.get("function")
+        if len(call) == 2 and type(cid) is str and type(fn) is dict and len(fn) == 2:
+            # The shape the record builders make: {id, function: {name, arguments}}.
+            name = fn.get("name")
+            args = fn.get("arguments")
+            if type(name) is str and type(args) is str:
+                new_id = self._ident(cid)
+                new_name = self._name(name)
+                new_args = self.arguments(args) if len(args) >= self._short else args
+                if new_id is cid and new_name is name and new_args is args:
+                    return call
+                out = dict(call)
+                out["id"] = new_id
+                out["function"] = new_fn = dict(fn)
+                new_fn["name"] = new_name
+                new_fn["arguments"] = new_args
+                return out
         out = call
         for key, value in call.items():
             if key == "id" and type(value) is str:
@@ -357,12 +428,38 @@ class MessageGuard:
 
     def _name(self, text: str) -> str:
         """A model or tool name: the same few come again and again, so results are cached."""
-        if len(text) < self._short:
+        if len(text) < self._short or text in self._clean:
             return text
         hit = self._names.get(text)
         if hit is None:
-            hit = self._scan(text)
+            new, counts = self._scan(text)
+            if new is text:
+                self._seen_clean(text)
+                return text
+            hit = (new, counts)
             _remember(self._names, text, hit)
+        if hit[1]:
+            self._count(hit[1])
+        return hit[0]
+
+    def _ident(self, text: str) -> str:
+        """A tool-call or session id: redacted so that the same id always gives the
+        same result and two ids never give the same one (a call and its result
+        still pair up): a keyed digest of the original follows the markers."""
+        if len(text) < self._short or text in self._clean:
+            return text
+        hit = self._ids.get(text)
+        if hit is None:
+            if _own_id(text):
+                self._seen_clean(text)  # its result comes next
+                return text
+            new, counts = self._scan(text)
+            if new is text:
+                self._seen_clean(text)
+                return text
+            digest = hmac.new(_ID_KEY, text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
+            hit = (f"{new}~{digest[:12]}", counts)
+            _remember(self._ids, text, hit)
         if hit[1]:
             self._count(hit[1])
         return hit[0]
@@ -375,23 +472,13 @@ class MessageGuard:
             internal_error(exc, "redacting a message field")
             return FAILED, {}
 
-    def _ident(self, text: str) -> str:
-        """A tool-call or session id: redacted so that the same id always gives the
-        same result and two ids never give the same one (a call and its result
-        still pair up): a keyed digest of the original follows the markers."""
-        if len(text) < self._short or _own_id(text):
-            return text
-        hit = self._ids.get(text)
-        if hit is None:
-            new, counts = self._scan(text)
-            if new is not text:
-                digest = hmac.new(_ID_KEY, text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
-                new = f"{new}~{digest[:12]}"
-            hit = (new, counts)
-            _remember(self._ids, text, hit)
-        if hit[1]:
-            self._count(hit[1])
-        return hit[0]
+    def _seen_clean(self, text: str) -> None:
+        if len(text) > _CACHED_CHARS:
+            return
+        clean = self._clean
+        if len(clean) >= _CACHE_SIZE:
+            clean.clear()  # a plain bound: the names that matter come back at once
+        clean.add(text)
 
     # -- arguments ------------------------------------------------------------------
 

@@ -165,11 +165,12 @@ _PEM_END = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
 _PEM_WINDOW = 65536
 # Without an END line (a key cut, or pasted in part): the body is redacted to
 # its end, lines joined by any short run of other characters (a newline, a
-# "\\n" escape, "', '" of a list repr, "> " of a quoted block). Body lines are
-# long; the last one may be short. Legacy encrypted keys have header lines.
+# "\\n" escape, "', '" of a list repr, "> " of a quoted block; never "-", so
+# the next "-----BEGIN" is left alone). Body lines are long; the last one may
+# be short. Legacy encrypted keys have header lines.
 _PEM_OPEN_BODY = re.compile(
-    r"(?:[^A-Za-z0-9+/=]{1,12}(?:[A-Za-z0-9+/]{40,}={0,2}|[A-Z][A-Za-z\-]{2,30}:[ \t]*[A-Za-z0-9,\-]{1,200}))*"
-    r"(?:[^A-Za-z0-9+/=]{1,12}[A-Za-z0-9+/]{1,39}={0,2}(?![A-Za-z0-9+/=]))?"
+    r"(?:[^A-Za-z0-9+/=\-]{1,12}(?:[A-Za-z0-9+/]{40,}={0,2}|[A-Z][A-Za-z\-]{2,30}:[ \t]*[A-Za-z0-9,\-]{1,200}))*"
+    r"(?:[^A-Za-z0-9+/=\-]{1,12}[A-Za-z0-9+/]{1,39}={0,2}(?![A-Za-z0-9+/=]))?"
 )
 
 
@@ -285,8 +286,9 @@ _GROUPS: tuple[_Group, ...] = (
         ("_",),
         re.compile(
             r"_(?:(?<=hf_)(?P<hf>)|(?<=gh[pousr]_)(?P<gh>)|(?<=github_)(?=pat_)(?P<pat>)"
-            r"|(?<=[sr]k_)(?=live_|test_)(?P<stripe>)|(?<=[Ss]ecret_)(?=[Aa]ccess_[Kk]ey)(?P<awss>)"
-            r"|(?<=SECRET_)(?=ACCESS_KEY)(?P<awsS>))"
+            r"|(?<=[sr]k_)(?=live_|test_)(?P<stripe>)"
+            # The lookahead first: it fails at once on almost every "_".
+            r"|(?=[Aa](?:ccess_[Kk]ey|CCESS_KEY))(?<=[Ss]ecret_|SECRET_)(?P<awss>))"
         ),
         {
             "hf": (2, (_HF,)),
@@ -294,7 +296,6 @@ _GROUPS: tuple[_Group, ...] = (
             "pat": (6, (_GITHUB_PAT,)),
             "stripe": (2, (_STRIPE,)),
             "awss": (6, (_AWS_SECRET,)),
-            "awsS": (6, (_AWS_SECRET,)),
         },
     ),
     _Group(
@@ -478,34 +479,8 @@ class Redactor:
         *text* (``\\u0067hp_...``, ``\\/`` in a key, a literal's ``\\"``),
         any number of times: their spans cover the escaped form in *text*.
         """
-        if len(text) < self._min_len:
-            return []
-        spans = self._find_plain(text)
-        if "\\" in text and (self.escapes_matter or "\\u" in text or "\\/" in text):
-            spans = self._find_escaped(text, spans)
-        return spans
-
-    def _find_escaped(self, text: str, spans: list[Span]) -> list[Span]:
-        found = list(spans)
-        maps: list[_EscapeMap] = []
-        current = text
-        for _ in range(_MAX_UNESCAPES):
-            decoded = _unescape(current)
-            if decoded is None:
-                break
-            current, emap = decoded
-            maps.append(emap)
-            for kind, a, b in self._find_plain(current):
-                for m in reversed(maps):
-                    a, b = m.back(a, b)
-                found.append((kind, a, b))
-            if "\\" not in current:
-                break
-        if len(found) == len(spans):
-            return spans
-        return _merge(found)
-
-    def _find_plain(self, text: str) -> list[Span]:
+        # The body of _find_plain, repeated: this runs on every field, and a
+        # call costs as much as the common case's whole scan.
         if len(text) < self._min_len:
             return []
         spans: list[Span] = (
@@ -513,8 +488,31 @@ class Redactor:
             if self._builtin and len(text) >= _MIN_SHAPE and _any_gate(text)
             else []
         )
-        if not self._literals and not self._custom:
-            return _merge(spans) if len(spans) > 1 else spans
+        if self._literals or self._custom:
+            self._add_literals(text, spans)
+        if len(spans) > 1:
+            spans = _merge(spans)
+        # A backslash is a memchr; most text has none.
+        if "\\" in text and (self.escapes_matter or _HIDING_ESCAPE.search(text) is not None):
+            spans = self._find_escaped(text, spans)
+        return spans
+
+    def _find_plain(self, text: str) -> list[Span]:
+        """:meth:`find` without looking behind escapes."""
+        if len(text) < self._min_len:
+            return []
+        spans: list[Span] = (
+            _builtin_spans(text)
+            if self._builtin and len(text) >= _MIN_SHAPE and _any_gate(text)
+            else []
+        )
+        if self._literals or self._custom:
+            self._add_literals(text, spans)
+        if len(spans) > 1:
+            spans = _merge(spans)
+        return spans
+
+    def _add_literals(self, text: str, spans: list[Span]) -> None:
         for lit, kind in self._literals:
             i = text.find(lit)
             while i >= 0:
@@ -524,9 +522,30 @@ class Redactor:
             for m in rx.finditer(text):
                 if m.end() > m.start():
                     spans.append((kind, m.start(), m.end()))
-        if len(spans) > 1:
-            spans = _merge(spans)
-        return spans
+
+    def _find_escaped(self, text: str, spans: list[Span]) -> list[Span]:
+        """*spans* plus what each round of unescaping *text* reveals, mapped back onto *text*."""
+        found = list(spans)
+        levels = [text]  # levels[k + 1] is levels[k] unescaped
+        maps: list[_EscapeMap] = []  # built only when a round finds something
+        for _ in range(_MAX_UNESCAPES):
+            current, n = _ESCAPE.subn(_unescape_one, levels[-1])
+            if not n:
+                break
+            levels.append(current)
+            hits = self._find_plain(current)
+            if hits:
+                while len(maps) < len(levels) - 1:
+                    maps.append(_EscapeMap(levels[len(maps)]))
+                for kind, a, b in hits:
+                    for m in reversed(maps):
+                        a, b = m.back(a, b)
+                    found.append((kind, a, b))
+            if "\\" not in current:
+                break
+        if len(found) == len(spans):
+            return spans
+        return _merge(found)
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
         """``(redacted text, {kind: count})``.
@@ -594,41 +613,36 @@ def default_redactor() -> Redactor:
 # shrinks the text, so this only bounds pathological input (256 backslashes
 # before a "u").
 _MAX_UNESCAPES = 16
+# Escapes that can split a built-in shape: any character as \\uXXXX, and "/"
+# (base64, URLs) as \\/. Others (\\n, \\", ...) only matter for literals and
+# user patterns (Redactor.escapes_matter); "Bearer\\t" is matched as it is.
+_HIDING_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
 _ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
 _SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
 class _EscapeMap:
-    """Maps positions in unescaped text back to the escaped text it came from."""
+    """Maps positions in the unescaped form of a text back to the text."""
 
     __slots__ = ("_at", "_extra")
 
-    def __init__(self, at: list[int], extra: list[int]) -> None:
-        self._at = at  # unescaped positions of the characters that were escapes
-        self._extra = extra  # extra[k]: characters the first k escapes added
+    def __init__(self, text: str) -> None:
+        at: list[int] = []  # unescaped positions of the characters that were escapes
+        extra = [0]  # extra[k]: characters the first k escapes added
+        for m in _ESCAPE.finditer(text):
+            at.append(m.start() - extra[-1])
+            extra.append(extra[-1] + m.end() - m.start() - 1)
+        self._at = at
+        self._extra = extra
 
     def back(self, start: int, end: int) -> tuple[int, int]:
-        """*start*/*end* of unescaped text as positions in the escaped text (escapes kept whole)."""
+        """*start*/*end* of unescaped text as positions in the text (escapes kept whole)."""
         return start + self._extra[bisect_left(self._at, start)], end + self._extra[bisect_left(self._at, end)]
 
 
-def _unescape(text: str) -> tuple[str, _EscapeMap] | None:
-    """*text* with its JSON escapes decoded, leniently (other backslashes stay), or None if it has none."""
-    pieces: list[str] = []
-    at: list[int] = []
-    extra = [0]
-    pos = 0
-    for m in _ESCAPE.finditer(text):
-        pieces.append(text[pos : m.start()])
-        hexa = m.group(1)
-        at.append(m.start() - extra[-1])
-        pieces.append(chr(int(hexa, 16)) if hexa is not None else _SIMPLE_ESCAPES[m.group(2)])
-        extra.append(extra[-1] + m.end() - m.start() - 1)
-        pos = m.end()
-    if not at:
-        return None
-    pieces.append(text[pos:])
-    return "".join(pieces), _EscapeMap(at, extra)
+def _unescape_one(m: re.Match[str]) -> str:
+    hexa = m.group(1)
+    return chr(int(hexa, 16)) if hexa is not None else _SIMPLE_ESCAPES[m.group(2)]
 
 
 def _json_escapes(s: str) -> bool:

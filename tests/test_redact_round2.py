@@ -94,6 +94,14 @@ def test_truncated_pem_in_a_list_repr_loses_its_body(redactor: Redactor) -> None
     assert _no_pem_body(out), out
 
 
+def test_truncated_encrypted_pem_loses_its_body_past_its_header_lines(redactor: Redactor) -> None:
+    """A legacy encrypted key (Proc-Type / DEK-Info lines) cut before END, escaped as JSON text."""
+    lines = ["-----BEGIN RSA " + "PRIVATE KEY-----", "Proc-Type: 4,ENCRYPTED", "DEK-Info: AES-128-CBC,3F17F5316E2BA4A8", "", *PEM_LINES[:5]]
+    text = json.dumps({"out": "\n".join(lines)}) + " done"
+    out, counts = redactor.redact(text)
+    assert counts == {"private_key": 1} and _no_pem_body(out) and out.endswith(" done")
+
+
 def test_pem_lines_returned_by_a_tool_are_not_written_and_upload_scan_agrees(tmp_path: Path) -> None:
     """A tool returning ``pem.split("\\n")`` writes no body line; without redaction the scan refuses the file."""
 
@@ -473,3 +481,31 @@ def test_database_url_value_is_redacted_whole(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("DATABASE_URL", url)
     out, counts = Redactor().redact(f"connecting to {url} ...")
     assert out == "connecting to [REDACTED:env] ..." and counts == {"env": 1}
+
+
+# -- cost -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "xapp-1", "xoxe-1-", "://a:b@", "://" + "a:" * 40, "secret_access_key=", "SecretAccessKey ", "Bearer%20",
+        "Bearer\\t", "\\u0067", "\\\\\\\\u0067hp_", "-----BEGIN PRIVATE KEY-----\n> ", "-----BEGIN RSA PRIVATE KEY-----', '",
+        "-----END RSA PRIVATE KEY-----",
+    ],
+)
+def test_adversarial_text_for_new_shapes_stays_linear(redactor: Redactor, unit: str) -> None:
+    """1 MB of one new anchor repeated is scanned in well under a second."""
+    import time
+
+    text = unit * (1_000_000 // len(unit))
+    t0 = time.perf_counter()
+    redactor.find(text)
+    assert time.perf_counter() - t0 < 1.0
+
+
+def test_many_begin_lines_then_one_end_are_one_block(redactor: Redactor) -> None:
+    """Thousands of BEGIN lines before one END: every body line goes, in linear time."""
+    text = ("-----BEGIN PRIVATE KEY-----\n" + PEM_LINES[0] + "\n") * 2000 + "-----END PRIVATE KEY-----\ntail"
+    out, _ = redactor.redact(text)
+    assert PEM_LINES[0] not in out and out.endswith("\ntail")
