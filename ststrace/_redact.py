@@ -168,10 +168,12 @@ _PEM_WINDOW = 65536
 # "\\n" escape, "', '" of a list repr, "> " of a quoted block; never "-", so
 # the next "-----BEGIN" is left alone). Body lines are long; the last one may
 # be short. Legacy encrypted keys have header lines.
+_PEM_SEP = r"(?:\\+[nrt]|[^A-Za-z0-9+/=\-]){1,12}"  # "\\n" is one separator, not a "n" line
 _PEM_OPEN_BODY = re.compile(
-    r"(?:[^A-Za-z0-9+/=\-]{1,12}(?:[A-Za-z0-9+/]{40,}={0,2}|[A-Z][A-Za-z\-]{2,30}:[ \t]*[A-Za-z0-9,\-]{1,200}))*"
-    r"(?:[^A-Za-z0-9+/=\-]{1,12}[A-Za-z0-9+/]{1,39}={0,2}(?![A-Za-z0-9+/=]))?"
+    rf"(?:{_PEM_SEP}(?:[A-Za-z0-9+/]{{40,}}={{0,2}}|[A-Z][A-Za-z\-]{{2,30}}:[ \t]*[A-Za-z0-9,\-]{{1,200}}))*"
 )
+# The short last line, told from the word after a cut key by its padding or its mix of characters.
+_PEM_LAST = re.compile(rf"{_PEM_SEP}(?P<last>[A-Za-z0-9+/]{{1,39}}={{0,2}})(?![A-Za-z0-9+/=])")
 
 
 def _match_pem(text: str, start: int, ends: list[int]) -> tuple[int, int] | None:
@@ -198,7 +200,13 @@ def _match_pem(text: str, start: int, ends: list[int]) -> tuple[int, int] | None
             return start, end.end()
         pos = nxt + 1  # "-----END CERTIFICATE-----" and the like: look further
     body = _PEM_OPEN_BODY.match(text, head.end())
-    return start, body.end() if body is not None else head.end()
+    end = body.end() if body is not None else head.end()
+    last = _PEM_LAST.match(text, end)
+    if last is not None:
+        line = last.group("last")
+        if line.endswith("=") or _classes(line) >= 2:
+            end = last.end()
+    return start, end
 
 
 # A secret access key is 40 characters of base64 with nothing of its own to
