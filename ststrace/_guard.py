@@ -5,6 +5,12 @@ It never mutates its argument: when something changes it returns a copy that
 shares every unchanged part (copy-on-write); when nothing changes it returns
 the very same dict, so the common path costs a few scans and no allocation.
 
+Every string that reaches the file goes through it: ``content``,
+``reasoningContent``, tool-call ``arguments``, names and ids, ``model``,
+``toolCallId``, any other key and value of a message, and the header's keys
+and values (``type`` aside). Names and ids repeat, so what each became is
+cached per guard.
+
 Per text field (``content``, ``reasoningContent``) the order is: base64 media
 -> placeholders, secrets -> ``[REDACTED:<kind>]``, then the cap. Tool-call
 ``arguments`` are JSON text and stay valid JSON: secrets are redacted inside

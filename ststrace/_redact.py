@@ -3,28 +3,38 @@
 Two detectors, both cheap on text without secrets:
 
 1. **Literal secrets**: values of environment variables whose names look
-   secret (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``,
-   ``*_ACCESS_KEY*``, ...; at least 8 characters), read once when the
-   :class:`Redactor` is created, plus literals the user passes.
+   secret (``*_API_KEY``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``,
+   ``PGPASSWORD``, ``DATABASE_URL``, ...; at least 8 characters once
+   stripped), read once when the :class:`Redactor` is created, plus literals
+   the user passes.
 2. **Token shapes**: OpenAI, Anthropic, Hugging Face, GitHub, AWS access key
-   ids, Google API keys, Slack, Stripe, JWTs, PEM private-key blocks, the token
-   of ``Authorization: Bearer``, plus user regexes.
+   ids and secret access keys (next to their name), Google API keys, Slack,
+   Stripe, JWTs, PEM private-key blocks (BEGIN to END across any separators),
+   the token of ``Authorization: Bearer``, the password of a URL, plus user
+   regexes.
+
+Both are also looked for behind JSON escapes, at any depth (``\\u0067hp_...``
+in arguments that were ``json.dumps``-ed twice): the text is unescaped round
+by round and what is found is mapped back onto the escaped text.
 
 Speed: a shape is only tried where its *anchor* occurs. Anchors are grouped by
-a character the group needs: ``-`` (``sk-``, ``xox?-``, ``-----BEGIN``), ``_``
-(``hf_``, ``gh?_``, ``github_pat_``, ``sk_live_``), ``K``/``S``/``z``
-(``AKIA``, ``ASIA``, ``AIza``), ``J`` (``eyJ``), ``B`` (``Bearer``). A
-memchr-speed ``in`` test skips a group whose characters are absent; otherwise
-one regex whose first item is a single literal character (the fastest loop
-``re`` has) lists candidate positions, and the full patterns and validators run
-only there. One combined alternation of all patterns was ~10x slower: ``re``
-tries every branch at every position. Each pattern has a maximum length, and a
-failed candidate lets later ones in the same run be skipped, so even
-adversarial text ("sk-sk-sk-...") is scanned in linear time.
+a character the group needs: ``-`` (``sk-``, ``xox?-``, ``xapp-``,
+``-----BEGIN``), ``_`` (``hf_``, ``gh?_``, ``github_pat_``, ``sk_live_``,
+``secret_access_key``), ``K``/``S``/``z`` (``AKIA``, ``ASIA``, ``AIza``,
+``SecretAccessKey``), ``J`` (``eyJ``), ``B`` (``Bearer``), ``@`` (``://``). A
+memchr-speed ``in`` test skips a group whose characters are absent (a test for
+a longer string is no memchr: about 1 ns a character, as slow as a regex scan);
+otherwise one regex whose first item is a single literal character (the
+fastest loop ``re`` has) lists candidate positions, and the full patterns and
+validators run only there. One combined alternation of all patterns was ~10x
+slower: ``re`` tries every branch at every position. Each pattern has a
+maximum length, and a failed candidate lets later ones in the same run be
+skipped, so even adversarial text ("sk-sk-sk-...") is scanned in linear time.
 
 False positives matter as much as misses: validators reject kebab-case words
-(``sk-this-is-a-slug``), lowercase-only bodies and tokens glued to a preceding
-word, so ordinary words, hashes, UUIDs, paths and code pass through untouched.
+(``sk-this-is-a-slug``), lowercase-only bodies, tokens glued to a preceding
+word and placeholders (``user:password@``, ``${DB_PASSWORD}``), so ordinary
+words, hashes, UUIDs, paths and code pass through untouched.
 """
 
 from __future__ import annotations
