@@ -205,18 +205,18 @@ def _match_pem(text: str, start: int, ends: list[int]) -> tuple[int, int] | None
             nxt = ends[0] = text.find("-----END", pos)
         if nxt == -1 or nxt > limit:
             break
-        end = _PEM_END.match(text, nxt)
-        if end is not None:
-            return start, end.end()
+        end_line = _PEM_END.match(text, nxt)
+        if end_line is not None:
+            return start, end_line.end()
         pos = nxt + 1  # "-----END CERTIFICATE-----" and the like: look further
     body = _PEM_OPEN_BODY.match(text, head.end())
-    end = body.end() if body is not None else head.end()
-    last = _PEM_LAST.match(text, end)
+    stop = body.end() if body is not None else head.end()
+    last = _PEM_LAST.match(text, stop)
     if last is not None:
         line = last.group("last")
         if line.endswith("=") or _classes(line) >= 2:
-            end = last.end()
-    return start, end
+            stop = last.end()
+    return start, stop
 
 
 # A secret access key is 40 characters of base64 with nothing of its own to
