@@ -224,14 +224,14 @@ def _match_pem(text: str, start: int, ends: list[int]) -> tuple[int, int] | None
 _AWS_SEP = r"""(?:[\s"'\\]{0,8}[:=][\s"'\\]{0,8}|[\s"'\\]{1,8})"""
 _AWS_VALUE = r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 
-_URL_PLACEHOLDERS = frozenset({"password", "passwd", "pass", "pwd", "secret", "pw", "mypassword", "yourpassword"})
-
-
 def _v_url_password(text: str, start: int, end: int) -> bool:
     pw = text[start:end]
-    if pw.lower() in _URL_PLACEHOLDERS or pw.startswith(("[REDACTED", "{", "%(", "$")):
+    # A reference or a template, not a password: ${DB_PASSWORD}, $PW, {pw},
+    # %(password)s, a marker already written. "user:password@" in a document
+    # is redacted all the same: it costs nothing, and it may be the password.
+    if pw.startswith(("[REDACTED", "{", "%(", "$")):
         return False
-    # "****", "xxxx": placeholders a document writes for a password.
+    # "****", "xxxx", "...": placeholders a document writes for a password.
     return pw.strip("*xX.") != ""
 
 # Token bodies have an upper length and must end there: a long run of token
@@ -471,8 +471,8 @@ class Redactor:
             min_len = min(min_len, _MIN_SHAPE)
         self._min_len = min_len
         #: Whether JSON escapes other than ``\\u`` and ``\\/`` can hide a secret
-        #: from a scan of raw JSON text: a literal with a character JSON escapes,
-        #: or any user regex (which may match anything).
+        #: from a scan of raw JSON text: a literal with a quote, a backslash or a
+        #: control character, or any user regex (which may match anything).
         self.escapes_matter: bool = bool(custom) or any(_json_escapes(lit) for lit in lits)
 
     def _shape_covers(self, value: str) -> bool:
@@ -664,7 +664,10 @@ def _unescape_one(m: re.Match[str]) -> str:
 
 
 def _json_escapes(s: str) -> bool:
-    return not s.isascii() or any(c in s for c in '"\\/') or any(ord(c) < 0x20 or c == "\x7f" for c in s)
+    """Whether JSON text may write *s* with an escape other than ``\\uXXXX`` and ``\\/``
+    (those are looked behind in every text: a non-ASCII literal, or one with a
+    "/" such as a DATABASE_URL, does not make every backslash cost a second scan)."""
+    return any(c in s for c in '"\\') or any(ord(c) < 0x20 for c in s)
 
 
 def apply(text: str, spans: Sequence[Span]) -> tuple[str, dict[str, int]]:

@@ -403,6 +403,10 @@ NEW_POSITIVES: list[tuple[str, str, str]] = [
     ("url_password", "tiger", "see https://scott:{}@example.com/path?q=1"),
     ("url_password", "p@ss:w%40rd", "mysql://root:{}@127.0.0.1/db"),
     ("url_password", "x9", "amqp://guest:{}@rabbit"),
+    # The issue's own examples.
+    ("url_password", "pass", "postgres://user:{}@host"),
+    ("url_password", "pass", "redis://:{}@host"),
+    ("url_password", "pass", "https://user:{}@host"),
     ("bearer_token", body(40), "GET /?h=Authorization%3A%20Bearer%20{}&x=1"),
     ("bearer_token", body(32), "Bearer%20{}"),
 ]
@@ -416,7 +420,7 @@ NEW_NEGATIVES: list[str] = [
     "SecretAccessKey: the-secret-access-key-of-the-service-account",
     "sha1 3f786850e387550fdab836ed7e6dc881de23001b and base64 " + body(40, _B62 + "/+"),
     # URLs without a real password
-    "postgres://user:password@localhost:5432/mydb",
+    "postgres://user:...@localhost:5432/mydb",
     "postgres://user:${DB_PASSWORD}@localhost/db",
     "redis://:$REDIS_PASSWORD@cache:6379",
     "https://user:****@example.com",
