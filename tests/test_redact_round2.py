@@ -332,13 +332,34 @@ def test_guard_redacts_what_the_upload_scan_would_find(tmp_path: Path, monkeypat
             s.tool("c1", raw)  # the same text as a tool result (content)
         _, findings = _hub.check_file(path)
         assert findings == [], (i, raw, findings)
-        args = read(path).messages[0]["toolCalls"][0]["function"]["arguments"]
-        json.loads(args)  # still JSON
+        msgs = read(path).messages
+        args = msgs[0]["toolCalls"][0]["function"]["arguments"]
         # What a reader decoding it any number of times sees holds no secret.
-        seen = args
-        for _ in range(4):
-            assert secret not in seen
-            seen = seen.encode().decode("unicode_escape", "replace") if "\\" in seen else seen
+        views = _decoded_views(args) + _decoded_views(msgs[1]["content"])
+        assert len(views) >= 3 and not any(secret in v for v in views), views
+
+
+def _decoded_views(text: str) -> list[str]:
+    """*text* and every string found by JSON-decoding it, and its strings, again and again."""
+    views, todo = [], [text]
+    while todo:
+        s = todo.pop()
+        views.append(s)
+        try:
+            doc = json.loads(s)
+        except ValueError:
+            continue
+        stack = [doc]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                todo.append(item)
+            elif isinstance(item, dict):
+                stack.extend(item)
+                stack.extend(item.values())
+            elif isinstance(item, list):
+                stack.extend(item)
+    return views
 
 
 def test_upload_scan_keeps_clean_escaped_text(tmp_path: Path) -> None:
