@@ -33,6 +33,7 @@ import hmac
 import json
 import os
 import threading
+from bisect import bisect_right
 from typing import Any
 
 import orjson
@@ -41,7 +42,7 @@ from . import _ids
 from ._encode import dumps
 from ._errors import internal_error
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
-from ._redact import MAX_SECRET_CHARS, Redactor, apply, default_redactor, marker
+from ._redact import MAX_SECRET_CHARS, Redactor, Span, _merge, apply, default_redactor, marker
 
 FAILED = "[ststrace: field withheld: redaction failed]"
 
@@ -552,16 +553,61 @@ class MessageGuard:
     def _redact_value(self, value: Any, depth: int, counts: dict[str, int]) -> Any:
         """Decoded JSON *value* with secrets redacted in strings and keys (copy-on-write).
 
+        A secret split over several strings (a key given as a list of its
+        lines) is found in the strings joined by newlines, as a reader (and
+        the upload scan) sees them; each string it touches loses its part.
         Past :data:`MAX_DEPTH` levels it fails closed: a subtree that holds a
         secret anywhere is replaced whole by ``[REDACTED:too_deep]``.
         """
+        if depth == 0 and isinstance(value, (list, dict)):
+            forced = self._split_secrets(value, counts)
+            if forced:
+                return self._walk(value, 0, counts, forced)
+        return self._walk(value, depth, counts, None)
+
+    def _split_secrets(self, value: Any, counts: dict[str, int]) -> dict[int, str]:
+        """What each string (by identity) becomes when a secret spans several strings of *value*."""
+        redactor = self.redactor
+        assert redactor is not None
+        strings = _strings_in_order(value, MAX_DEPTH)
+        if len(strings) < 2:
+            return {}
+        starts: list[int] = []
+        pos = 0
+        for text in strings:
+            starts.append(pos)
+            pos += len(text) + 1
+        joined = "\n".join(strings)
+        spans = redactor.find(joined)
+        if not spans:
+            return {}
+        pieces: dict[int, list[Span]] = {}
+        for kind, a, b in spans:
+            first = bisect_right(starts, a) - 1
+            last = bisect_right(starts, b - 1) - 1
+            if first == last:
+                continue  # inside one string: the walk finds it there
+            counts[kind] = counts.get(kind, 0) + 1
+            for i in range(first, last + 1):
+                lo = max(a - starts[i], 0)
+                hi = min(b - starts[i], len(strings[i]))
+                if hi > lo:
+                    pieces.setdefault(i, []).append((kind, lo, hi))
+        forced: dict[int, str] = {}
+        for i, found in pieces.items():
+            # The same string object may occur twice: both lose the part.
+            forced[id(strings[i])] = apply(strings[i], _merge(found) if len(found) > 1 else found)[0]
+        return forced
+
+    def _walk(self, value: Any, depth: int, counts: dict[str, int], forced: dict[int, str] | None) -> Any:
         redactor = self.redactor
         assert redactor is not None
         if isinstance(value, str):
-            spans = redactor.find(value)
+            base = forced.get(id(value), value) if forced else value
+            spans = redactor.find(base)
             if not spans:
-                return value
-            new, found = apply(value, spans)
+                return base
+            new, found = apply(base, spans)
             _add(counts, found)
             return new
         if depth > MAX_DEPTH:
@@ -572,7 +618,7 @@ class MessageGuard:
         if isinstance(value, list):
             out_list: list[Any] | None = None
             for i, item in enumerate(value):
-                new_item = self._redact_value(item, depth + 1, counts)
+                new_item = self._walk(item, depth + 1, counts, forced)
                 if new_item is not item:
                     if out_list is None:
                         out_list = list(value)
@@ -582,8 +628,8 @@ class MessageGuard:
             changed = False
             pairs: list[tuple[Any, Any]] = []
             for k, item in value.items():
-                new_k = self._redact_value(k, depth + 1, counts) if isinstance(k, str) else k
-                new_item = self._redact_value(item, depth + 1, counts)
+                new_k = self._walk(k, depth + 1, counts, forced) if isinstance(k, str) else k
+                new_item = self._walk(item, depth + 1, counts, forced)
                 changed = changed or new_k is not k or new_item is not item
                 pairs.append((new_k, new_item))
             if not changed:
@@ -604,21 +650,30 @@ class MessageGuard:
 
 
 def _holds_secret(redactor: Redactor, value: Any) -> bool:
-    """Whether any string (key or value) of a decoded JSON *value*, at any depth, holds a secret.
+    """Whether the strings (keys and values) of a decoded JSON *value*, at any
+    depth, hold a secret, alone or joined by newlines. Iterative: no depth is too deep."""
+    return bool(redactor.find("\n".join(_strings_in_order(value, None))))
 
-    Iterative: no depth is too deep for it."""
-    stack: list[Any] = [value]
+
+def _strings_in_order(value: Any, max_depth: int | None) -> list[str]:
+    """The strings of decoded JSON *value* as a reader meets them (each key before
+    its value), down to *max_depth* levels below it (``None``: all). Iterative."""
+    out: list[str] = []
+    stack: list[tuple[Any, int]] = [(value, 0)]
     while stack:
-        item = stack.pop()
+        item, depth = stack.pop()
         if isinstance(item, str):
-            if redactor.find(item):
-                return True
+            out.append(item)
+        elif max_depth is not None and depth > max_depth:
+            continue
         elif isinstance(item, dict):
-            stack.extend(k for k in item if isinstance(k, str))
-            stack.extend(item.values())
+            for k, v in reversed(item.items()):
+                stack.append((v, depth + 1))
+                if isinstance(k, str):
+                    stack.append((k, depth + 1))
         elif isinstance(item, list):
-            stack.extend(item)
-    return False
+            stack.extend((v, depth + 1) for v in reversed(item))
+    return out
 
 
 def _free_key(taken: dict[Any, Any], key: Any) -> Any:

@@ -123,6 +123,33 @@ def test_pem_lines_returned_by_a_tool_are_not_written_and_upload_scan_agrees(tmp
             assert [f.kind for f in findings] == ["secret:private_key"]
 
 
+def test_pem_lines_in_tool_arguments_metadata_and_extra_fields_are_not_written(tmp_path: Path) -> None:
+    """A key given as a JSON list of lines (arguments, metadata, a record() field) loses every line."""
+    path = tmp_path / "args.jsonl"
+    lines = PEM.split("\n")
+    with Session(path, metadata={"deploy": {"key": lines, "n": 1}}) as s:
+        s.assistant(tool_calls=[{"id": "c1", "name": "write_key", "arguments": {"path": "id_rsa", "lines": lines}}])
+        s.tool("c1", "written")
+        s.record({"role": "user", "content": "x", "attachment": {"lines": lines}})
+    data = path.read_text()
+    assert _no_pem_body(data)
+    assert validate(path) == []
+    msgs = read(path).messages
+    doc = json.loads(msgs[0]["toolCalls"][0]["function"]["arguments"])
+    assert doc["path"] == "id_rsa" and marker("private_key") in doc["lines"]
+    assert _lines(path)[0]["deploy"]["n"] == 1
+
+
+def test_pem_split_over_deep_list_items_fails_closed(redactor: Redactor) -> None:
+    """Past the depth limit, a key split over list items still takes its subtree with it."""
+    raw = json.dumps({"a": {"b": PEM.split("\n")}})
+    for _ in range(250):
+        raw = '{"x": ' + raw + "}"
+    guard = MessageGuard(redactor)
+    out = guard.arguments(raw)
+    assert _no_pem_body(out) and guard.counts.get("too_deep") == 1
+
+
 def test_public_keys_and_certificates_in_lists_are_untouched(redactor: Redactor) -> None:
     """Only PRIVATE KEY blocks are secrets; a certificate chain split in lines stays."""
     cert = ["-----BEGIN CERTIFICATE-----", *PEM_LINES[:3], "-----END CERTIFICATE-----"]
