@@ -214,10 +214,10 @@ class MessageGuard:
                     out = dict(msg)
                 out[key] = new
         if extra is not None:
-            out = self._extra_fields(msg, out, extra)
+            out = self._extra_fields(out, extra)
         return out
 
-    def _extra_fields(self, msg: dict[str, Any], out: dict[str, Any], extra: dict[Any, Any]) -> dict[str, Any]:
+    def _extra_fields(self, out: dict[str, Any], extra: dict[Any, Any]) -> dict[str, Any]:
         """Keys and values nobody named (``s.record({..., "usage": ...})``), judged by their JSON form."""
         if self.redactor is None:
             return out
@@ -379,45 +379,31 @@ class MessageGuard:
                 new_fn["name"] = new_name
                 new_fn["arguments"] = new_args
                 return out
-        out = call
+        pairs: list[tuple[Any, Any]] = []
         for key, value in call.items():
             if key == "id" and type(value) is str:
-                new: Any = self._ident(value)
+                pairs.append((key, self._ident(value)))
             elif key == "function" and isinstance(value, dict):
-                new = self._function(value)
+                pairs.append((key, self._function(value)))
             else:
-                new = self._plain(key, value)
-                if isinstance(new, tuple):  # the key changed too
-                    out = {(new[0] if k is key else k): (new[1] if k is key else v) for k, v in out.items()}
-                    continue
-            if new is not value:
-                if out is call:
-                    out = dict(call)
-                out[key] = new
-        return out
+                pairs.append(self._plain(key, value))
+        return _rebuilt(call, pairs)
 
     def _function(self, fn: dict[str, Any]) -> dict[str, Any]:
-        out = fn
+        pairs: list[tuple[Any, Any]] = []
         for key, value in fn.items():
             if key == "arguments" and isinstance(value, str):
-                new: Any = self.arguments(value) if len(value) >= self._short else value
+                pairs.append((key, self.arguments(value) if len(value) >= self._short else value))
             elif key == "name" and type(value) is str:
-                new = self._name(value)
+                pairs.append((key, self._name(value)))
             else:
-                new = self._plain(key, value)
-                if isinstance(new, tuple):
-                    out = {(new[0] if k is key else k): (new[1] if k is key else v) for k, v in out.items()}
-                    continue
-            if new is not value:
-                if out is fn:
-                    out = dict(fn)
-                out[key] = new
-        return out
+                pairs.append(self._plain(key, value))
+        return _rebuilt(fn, pairs)
 
-    def _plain(self, key: Any, value: Any) -> Any:
-        """*value* redacted through its JSON form; ``(new key, new value)`` if *key* had a secret."""
+    def _plain(self, key: Any, value: Any) -> tuple[Any, Any]:
+        """``(key, value)`` of a field nobody named, redacted through the value's JSON form."""
         if self.redactor is None:
-            return value
+            return key, value
         counts: dict[str, int] = {}
         try:
             plain = value if isinstance(value, str) else orjson.loads(dumps(value))
@@ -425,11 +411,9 @@ class MessageGuard:
             new_key = self._redact_value(key, 0, counts) if isinstance(key, str) else key
         except Exception as exc:
             internal_error(exc, "redacting a tool call")
-            return FAILED
+            return key, FAILED
         self._count(counts)
-        if new is plain:
-            new = value
-        return (new_key, new) if new_key is not key else new
+        return new_key, (value if new is plain else new)
 
     # -- short names and ids ------------------------------------------------------------
 
@@ -673,6 +657,16 @@ def _strings_in_order(value: Any, max_depth: int | None) -> list[str]:
                     stack.append((k, depth + 1))
         elif isinstance(item, list):
             stack.extend((v, depth + 1) for v in reversed(item))
+    return out
+
+
+def _rebuilt(original: dict[Any, Any], pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """*original* if no pair changed (same objects), else a dict of *pairs* in order."""
+    if all(k is ok and v is ov for (k, v), (ok, ov) in zip(pairs, original.items())):
+        return original
+    out: dict[Any, Any] = {}
+    for (k, v), ok in zip(pairs, original):
+        out[_free_key(out, k) if k is not ok else k] = v
     return out
 
 

@@ -561,3 +561,14 @@ def test_many_begin_lines_then_one_end_are_one_block(redactor: Redactor) -> None
     text = ("-----BEGIN PRIVATE KEY-----\n" + PEM_LINES[0] + "\n") * 2000 + "-----END PRIVATE KEY-----\ntail"
     out, _ = redactor.redact(text)
     assert PEM_LINES[0] not in out and out.endswith("\ntail")
+
+
+def test_tool_calls_of_other_shapes_keep_their_fields(redactor: Redactor) -> None:
+    """A call with extra fields (a converter's, an OpenAI ``type``): each is redacted, none is lost."""
+    guard = MessageGuard(redactor)
+    call = {"id": "c1", "type": "function", "meta": (1, 2), "function": {"name": "f", "arguments": "{}", "strict": True, "note": GH}}
+    msg = {"role": "assistant", "content": "", "toolCalls": [call], "timestamp": 1}
+    out = guard.message(msg)["toolCalls"][0]
+    assert out == {"id": "c1", "type": "function", "meta": (1, 2), "function": {"name": "f", "arguments": "{}", "strict": True, "note": marker("github_token")}}
+    clean = {"id": "c1", "type": "function", "meta": (1, 2), "function": {"name": "f", "arguments": "{}", "strict": True}}
+    assert guard.message({"role": "assistant", "content": "", "toolCalls": [clean], "timestamp": 1})["toolCalls"][0] is clean
