@@ -224,12 +224,17 @@ def _match_pem(text: str, start: int, ends: list[int]) -> tuple[int, int] | None
 _AWS_SEP = r"""(?:[\s"'\\]{0,8}[:=][\s"'\\]{0,8}|[\s"'\\]{1,8})"""
 _AWS_VALUE = r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
 
+# The word documents and code comments put where a password goes
+# ("redis://:password@host"). Any other word is redacted, "pass" included:
+# it may well be the password.
+_URL_PLACEHOLDERS = frozenset({"password", "passwd", "mypassword", "yourpassword", "your_password", "your-password"})
+
+
 def _v_url_password(text: str, start: int, end: int) -> bool:
     pw = text[start:end]
     # A reference or a template, not a password: ${DB_PASSWORD}, $PW, {pw},
-    # %(password)s, a marker already written. "user:password@" in a document
-    # is redacted all the same: it costs nothing, and it may be the password.
-    if pw.startswith(("[REDACTED", "{", "%(", "$")):
+    # %(password)s, a marker already written.
+    if pw.startswith(("[REDACTED", "{", "%(", "$")) or pw.lower() in _URL_PLACEHOLDERS:
         return False
     # "****", "xxxx", "...": placeholders a document writes for a password.
     return pw.strip("*xX.") != ""

@@ -469,6 +469,7 @@ NEW_NEGATIVES: list[str] = [
     "sha1 3f786850e387550fdab836ed7e6dc881de23001b and base64 " + body(40, _B62 + "/+"),
     # URLs without a real password
     "postgres://user:...@localhost:5432/mydb",
+    "postgres://user:password@localhost:5432/mydb and redis://:PASSWORD@host:6379/1",
     "postgres://user:${DB_PASSWORD}@localhost/db",
     "redis://:$REDIS_PASSWORD@cache:6379",
     "https://user:****@example.com",
