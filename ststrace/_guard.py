@@ -137,7 +137,8 @@ class MessageGuard:
             return self._other_fields(msg, out, True)
         # The usual shapes, by size: {role, content, timestamp} (user, system)
         # and {role, content, model, timestamp} (a reply) with a model name
-        # too short to hold anything. Roles are checked by the builders.
+        # too short to hold anything. Roles and timestamps are checked by the
+        # record builders and Session.record(), not scanned.
         n = len(msg)
         if n == 3:
             if "timestamp" in msg and "role" in msg:
