@@ -52,8 +52,12 @@ MAX_DEPTH = 200
 
 # Roles are checked by the record builders: no need to scan them.
 _ROLES = frozenset({"user", "assistant", "system", "tool"})
-# Cached names and ids: at most this many, each at most this long.
-_CACHE_SIZE = 4096
+# Cached names and ids, per session (thousands of sessions may be open): at
+# most this many names and models (a run uses a few), this many ids (an id
+# is looked up again by its result, a few messages later), each at most this
+# long. Ids ststrace made are never cached: they are recognised as they are.
+_NAMES_CACHED = 256
+_IDS_CACHED = 64
 _CACHED_CHARS = 256
 # Keys the digest of a redacted id: stable within the process, never written.
 _ID_KEY = os.urandom(16)
@@ -73,7 +77,7 @@ class MessageGuard:
     """
 
     __slots__ = (
-        "redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "_clean", "_names", "_ids"
+        "redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "_clean", "_clean_ids", "_names", "_ids"
     )
 
     def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
@@ -100,6 +104,7 @@ class MessageGuard:
         # comes twice (the call, its result). Those with nothing to redact,
         # and what the others became (with what they counted).
         self._clean: set[str] = set()
+        self._clean_ids: set[str] = set()
         self._names: dict[str, tuple[str, dict[str, int]]] = {}
         self._ids: dict[str, tuple[str, dict[str, int]]] = {}
 
@@ -154,7 +159,7 @@ class MessageGuard:
             else:
                 cid = msg.get("toolCallId")
                 if type(cid) is str:
-                    if len(cid) < short or cid in clean:
+                    if len(cid) < short or cid in self._clean_ids or _own_id(cid):
                         return out
                 else:
                     calls = msg.get("toolCalls")
@@ -180,13 +185,12 @@ class MessageGuard:
             return False
         name = fn.get("name")
         args = fn.get("arguments")
-        clean = self._clean
         return (
             type(args) is str
             and len(args) < short
             and type(name) is str
-            and (len(name) < short or name in clean)
-            and (len(cid) < short or cid in clean)
+            and (len(name) < short or name in self._clean)
+            and (len(cid) < short or cid in self._clean_ids or _own_id(cid))
         )
 
     def _other_fields(self, msg: dict[str, Any], out: dict[str, Any], with_content: bool) -> dict[str, Any]:
@@ -426,10 +430,10 @@ class MessageGuard:
         if hit is None:
             new, counts = self._scan(text)
             if new is text:
-                self._seen_clean(text)
+                _remember(self._clean, text, _NAMES_CACHED)
                 return text
             hit = (new, counts)
-            _remember(self._names, text, hit)
+            _remember(self._names, text, _NAMES_CACHED, hit)
         if hit[1]:
             self._count(hit[1])
         return hit[0]
@@ -438,20 +442,17 @@ class MessageGuard:
         """A tool-call or session id: redacted so that the same id always gives the
         same result and two ids never give the same one (a call and its result
         still pair up): a keyed digest of the original follows the markers."""
-        if len(text) < self._short or text in self._clean:
+        if len(text) < self._short or text in self._clean_ids or _own_id(text):
             return text
         hit = self._ids.get(text)
         if hit is None:
-            if _own_id(text):
-                self._seen_clean(text)  # its result comes next
-                return text
             new, counts = self._scan(text)
             if new is text:
-                self._seen_clean(text)
+                _remember(self._clean_ids, text, _IDS_CACHED)  # its result comes next
                 return text
             digest = hmac.new(_ID_KEY, text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
             hit = (f"{new}~{digest[:12]}", counts)
-            _remember(self._ids, text, hit)
+            _remember(self._ids, text, _IDS_CACHED, hit)
         if hit[1]:
             self._count(hit[1])
         return hit[0]
@@ -463,14 +464,6 @@ class MessageGuard:
         except Exception as exc:
             internal_error(exc, "redacting a message field")
             return FAILED, {}
-
-    def _seen_clean(self, text: str) -> None:
-        if len(text) > _CACHED_CHARS:
-            return
-        clean = self._clean
-        if len(clean) >= _CACHE_SIZE:
-            clean.clear()  # a plain bound: the names that matter come back at once
-        clean.add(text)
 
     # -- arguments ------------------------------------------------------------------
 
@@ -681,12 +674,16 @@ def _free_key(taken: dict[Any, Any], key: Any) -> Any:
     return f"{key}#{n}"
 
 
-def _remember(cache: dict[str, tuple[str, dict[str, int]]], text: str, hit: tuple[str, dict[str, int]]) -> None:
+def _remember(cache: Any, text: str, limit: int, hit: tuple[str, dict[str, int]] | None = None) -> None:
+    """Add *text* to a set (*hit* None) or a dict of results, emptied when it reaches *limit*."""
     if len(text) > _CACHED_CHARS:
         return
-    if len(cache) >= _CACHE_SIZE:
+    if len(cache) >= limit:
         cache.clear()  # a plain bound: the names that matter come back at once
-    cache[text] = hit
+    if hit is None:
+        cache.add(text)
+    else:
+        cache[text] = hit
 
 
 def _own_id(text: str) -> bool:

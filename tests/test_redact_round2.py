@@ -616,3 +616,15 @@ def test_no_shape_of_a_secret_reaches_the_file(tmp_path: Path, kind: str, secret
         assert not any(secret in v for v in _decoded_views(line)), line
     assert _hub.check_file(path)[1] == []
     assert validate(path) == []
+
+
+def test_name_and_id_caches_stay_small(redactor: Redactor) -> None:
+    """Thousands of distinct ids and names cost a bounded memory per session (many may be open)."""
+    guard = MessageGuard(redactor)
+    for i in range(5000):
+        cid = f"toolu_{i:024d}"
+        guard.message({"role": "assistant", "content": "", "model": f"model-{i:020d}",
+                       "toolCalls": [{"id": cid, "function": {"name": f"tool_number_{i:08d}", "arguments": "{}"}}]})
+        guard.message({"role": "tool", "content": "ok", "toolCallId": cid, "timestamp": 1})
+    assert len(guard._clean) <= 256 and len(guard._clean_ids) <= 64
+    assert len(guard._names) + len(guard._ids) == 0
