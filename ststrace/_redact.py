@@ -244,9 +244,8 @@ def _v_url_password(text: str, start: int, end: int) -> bool:
 # that many characters of matching.
 _ANTHROPIC = _r("anthropic_key", rf"sk-ant-{_TOK}{{20,500}}(?!{_TOK})", _v_anthropic, skip=(rf"{_TOK}*", 507))
 _OPENAI = _r("openai_key", rf"sk-{_TOK}{{20,500}}(?!{_TOK})", _v_openai, skip=(rf"{_TOK}*", 503))
-# xoxb/xoxp/... and xoxe (refresh tokens, "xoxe-1-..."); "xoxe.xoxp-1-..."
-# (a rotating token) is caught at its "xoxp-".
-# App-level tokens ("xapp-1-...") too.
+# xoxb/xoxp/... tokens, refresh tokens ("xoxe-1-...") and app-level tokens
+# ("xapp-1-..."); a rotating token ("xoxe.xoxp-1-...") is caught at its "xoxp-".
 _SLACK = _r(
     "slack_token",
     r"x(?:ox[abposre]|app)-[A-Za-z0-9\-]{10,300}(?![A-Za-z0-9\-])",
