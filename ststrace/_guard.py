@@ -5,6 +5,12 @@ It never mutates its argument: when something changes it returns a copy that
 shares every unchanged part (copy-on-write); when nothing changes it returns
 the very same dict, so the common path costs a few scans and no allocation.
 
+Every string that reaches the file goes through it: ``content``,
+``reasoningContent``, tool-call ``arguments``, names and ids, ``model``,
+``toolCallId``, any other key and value of a message, and the header's keys
+and values (``type`` aside). Names and ids repeat, so what each became is
+cached per guard.
+
 Per text field (``content``, ``reasoningContent``) the order is: base64 media
 -> placeholders, secrets -> ``[REDACTED:<kind>]``, then the cap. Tool-call
 ``arguments`` are JSON text and stay valid JSON: secrets are redacted inside
@@ -22,19 +28,39 @@ written unredacted (fail closed), and the error is logged.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import os
 import threading
+from bisect import bisect_right
 from typing import Any
 
 import orjson
 
+from . import _ids
 from ._encode import dumps
 from ._errors import internal_error
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
-from ._redact import MAX_SECRET_CHARS, Redactor, apply, default_redactor, marker
+from ._redact import MAX_SECRET_CHARS, Redactor, Span, _merge, apply, default_redactor, marker
 
 FAILED = "[ststrace: field withheld: redaction failed]"
+
+#: Decoded JSON is walked this deep; past it, a subtree that holds a secret is
+#: replaced whole (see :meth:`MessageGuard._redact_value`).
+MAX_DEPTH = 200
+
+# Roles are checked by the record builders: no need to scan them.
+_ROLES = frozenset({"user", "assistant", "system", "tool"})
+# Cached names and ids, per session (thousands of sessions may be open): at
+# most this many names and models (a run uses a few), this many ids (an id
+# is looked up again by its result, a few messages later), each at most this
+# long. Ids ststrace made are never cached: they are recognised as they are.
+_NAMES_CACHED = 256
+_IDS_CACHED = 64
+_CACHED_CHARS = 256
+# Keys the digest of a redacted id: stable within the process, never written.
+_ID_KEY = os.urandom(16)
 
 # "data:;base64," and the 16 base64 characters the placeholder pattern needs.
 _MIN_DATA_URL = 29
@@ -50,7 +76,9 @@ class MessageGuard:
     turns the caps (and media placeholders) off.
     """
 
-    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short")
+    __slots__ = (
+        "redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "_clean", "_clean_ids", "_names", "_ids"
+    )
 
     def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
         if max_field_chars is not None and (isinstance(max_field_chars, bool) or not isinstance(max_field_chars, int)):
@@ -72,28 +100,27 @@ class MessageGuard:
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         self._lock = threading.Lock()
+        # Model and tool names and ids seen before: they repeat, and each id
+        # comes twice (the call, its result). Those with nothing to redact,
+        # and what the others became (with what they counted).
+        self._clean: set[str] = set()
+        self._clean_ids: set[str] = set()
+        self._names: dict[str, tuple[str, dict[str, int]]] = {}
+        self._ids: dict[str, tuple[str, dict[str, int]]] = {}
 
     # -- public ---------------------------------------------------------------------
 
     def message(self, msg: dict[str, Any]) -> dict[str, Any]:
-        """*msg*, or a redacted / capped copy of it."""
-        # Written out per field (no loop, no helper call on the way in): this
-        # runs for every message and most have nothing to change.
+        """*msg*, or a redacted / capped copy of it.
+
+        Every string that reaches the file is looked at: content, reasoning,
+        tool-call arguments, names and ids, ``model``, ``toolCallId``, and any
+        other key and value a caller put in the message.
+        """
+        # Written out for the common record (role, content, timestamp; no
+        # loop, no helper call on the way in): it runs for every message.
         short = self._short
         value = msg.get("content")
-        if type(value) is str and len(value) < short and "reasoningContent" not in msg:
-            # The common record: short content, no reasoning, short or no
-            # tool-call arguments. Nothing to scan.
-            calls = msg.get("toolCalls")
-            if not calls:
-                return msg
-            if type(calls) is list and len(calls) == 1:
-                try:
-                    args = calls[0]["function"]["arguments"]
-                    if type(args) is str and len(args) < short:
-                        return msg
-                except (KeyError, TypeError):
-                    pass
         out = msg
         if isinstance(value, str) and len(value) >= short:
             # The _field fast lane, inlined for the commonest field.
@@ -111,48 +138,146 @@ class MessageGuard:
                 if new is not value:
                     out = dict(msg)
                     out["content"] = new
-        if "reasoningContent" not in msg and "toolCalls" not in msg:
-            return out
-        value = msg.get("reasoningContent")
-        if isinstance(value, str) and len(value) >= short:
-            new = self._field(value)
+        elif type(value) is not str:
+            return self._other_fields(msg, out, True)
+        # The usual shapes, by size: {role, content, timestamp} (user, system)
+        # and {role, content, model, timestamp} (a reply) with a model name
+        # too short to hold anything. Roles and timestamps are checked by the
+        # record builders and Session.record(), not scanned.
+        n = len(msg)
+        if n == 3:
+            if "timestamp" in msg and "role" in msg:
+                return out
+        elif n == 4 and "timestamp" in msg and "role" in msg:
+            # A reply with its model, a tool result, a call made by @tool:
+            # done when each string was seen clean before (or is too short).
+            clean = self._clean
+            model = msg.get("model")
+            if type(model) is str:
+                if len(model) < short or model in clean:
+                    return out
+            else:
+                cid = msg.get("toolCallId")
+                if type(cid) is str:
+                    if len(cid) < short or cid in self._clean_ids or _own_id(cid):
+                        return out
+                else:
+                    calls = msg.get("toolCalls")
+                    if type(calls) is list and len(calls) == 1 and type(calls[0]) is dict:
+                        call = calls[0]
+                        if self._clean_call(call, short):
+                            return out
+                        new_call = self._tool_call(call)
+                        if new_call is not call:
+                            if out is msg:
+                                out = dict(msg)
+                            out["toolCalls"] = [new_call]
+                        return out
+        return self._other_fields(msg, out, False)
+
+    def _clean_call(self, call: Any, short: int) -> bool:
+        """Whether *call* is ``{id, function: {name, arguments}}`` with nothing to look at."""
+        if type(call) is not dict or len(call) != 2:
+            return False
+        fn = call.get("function")
+        cid = call.get("id")
+        if type(fn) is not dict or len(fn) != 2 or type(cid) is not str:
+            return False
+        name = fn.get("name")
+        args = fn.get("arguments")
+        return (
+            type(args) is str
+            and len(args) < short
+            and type(name) is str
+            and (len(name) < short or name in self._clean)
+            and (len(cid) < short or cid in self._clean_ids or _own_id(cid))
+        )
+
+    def _other_fields(self, msg: dict[str, Any], out: dict[str, Any], with_content: bool) -> dict[str, Any]:
+        """Every field of *msg* but a string ``content`` (done by :meth:`message`)."""
+        extra: dict[Any, Any] | None = None
+        for key, value in msg.items():
+            if key == "content" and not with_content:
+                continue
+            if key == "timestamp" and type(value) is int:
+                continue
+            if key == "role" and type(value) is str and value in _ROLES:
+                continue
+            if key == "toolCalls" and isinstance(value, list):
+                new: Any = self._tool_calls(value) if value else value
+            elif key == "toolCallId" and type(value) is str:
+                new = self._ident(value)
+            elif key in ("model", "content", "reasoningContent") and isinstance(value, str):
+                new = self._name(value) if key == "model" else self._field(value)
+            else:
+                if extra is None:
+                    extra = {}
+                extra[key] = value
+                continue
             if new is not value:
                 if out is msg:
                     out = dict(msg)
-                out["reasoningContent"] = new
-        calls = msg.get("toolCalls")
-        if calls and isinstance(calls, list) and not self._all_short(calls, short):
-            new_calls = self._tool_calls(calls)
-            if new_calls is not calls:
-                if out is msg:
-                    out = dict(msg)
-                out["toolCalls"] = new_calls
+                out[key] = new
+        if extra is not None:
+            out = self._extra_fields(out, extra)
         return out
 
+    def _extra_fields(self, out: dict[str, Any], extra: dict[Any, Any]) -> dict[str, Any]:
+        """Keys and values nobody named (``s.record({..., "usage": ...})``), judged by their JSON form."""
+        if self.redactor is None:
+            return out
+        counts: dict[str, int] = {}
+        try:
+            plain = orjson.loads(dumps(extra))
+            new = self._redact_value(plain, 0, counts)
+        except Exception as exc:
+            internal_error(exc, "redacting message fields")
+            new = {k: FAILED for k in map(str, extra)}
+        else:
+            self._count(counts)
+            if new is plain:
+                return out
+        # Rebuilt in the message's key order; the redacted fields take the
+        # place of the originals.
+        rebuilt: dict[str, Any] = {}
+        for key, value in out.items():
+            if key not in extra:
+                rebuilt[key] = value
+        rebuilt.update(new)
+        return rebuilt
+
     def header(self, header: dict[str, Any]) -> dict[str, Any]:
-        """*header* with secrets redacted in its metadata values (not ``type``/``id``/``harness``)."""
+        """*header* with secrets redacted in its keys and values (``type`` is kept).
+
+        ``id`` and ``harness`` are redacted like tool-call ids: the same text
+        always gives the same, distinct result.
+        """
         if self.redactor is None:
             return header
-        out = header
+        out: dict[str, Any] = {}
+        changed = False
+        counts: dict[str, int] = {}
         for key, value in header.items():
-            if key in _HEADER_FIXED:
-                continue
             try:
-                # Judged by what will be written: an object's JSON form (or
-                # repr), nested anywhere in the value, can hold a secret too.
-                plain = value if isinstance(value, str) else orjson.loads(dumps(value))
-                counts: dict[str, int] = {}
-                new = self._redact_value(plain, 0, counts)
-                changed = new is not plain
-                self._count(counts)
+                if key == "type":
+                    new_key, new = key, value
+                elif key in ("id", "harness") and isinstance(value, str):
+                    new_key, new = key, self._ident(value)
+                else:
+                    new_key = self._redact_value(key, 0, counts)
+                    # Judged by what will be written: an object's JSON form (or
+                    # repr), nested anywhere in the value, can hold a secret too.
+                    plain = value if isinstance(value, str) else orjson.loads(dumps(value))
+                    new = self._redact_value(plain, 0, counts)
+                    if new is plain:
+                        new = value
             except Exception as exc:
                 internal_error(exc, "redacting session header")
-                new, changed = FAILED, True
-            if changed:
-                if out is header:
-                    out = dict(header)
-                out[key] = new
-        return out
+                new_key, new = (key if key in _HEADER_FIXED else FAILED), FAILED
+            changed = changed or new_key is not key or new is not value
+            out[_free_key(out, new_key) if new_key is not key else new_key] = new
+        self._count(counts)
+        return out if changed else header
 
     def text(self, text: str) -> str:
         """One free-text field through media placeholders, redaction and the cap."""
@@ -230,36 +355,115 @@ class MessageGuard:
             pieces.append(truncation_marker(len(text) - pos))
         return "".join(pieces)
 
-    @staticmethod
-    def _all_short(calls: list[Any], short: int) -> bool:
-        """Whether every call's arguments are too short to need the guard."""
-        try:
-            for call in calls:
-                args = call["function"]["arguments"]
-                if type(args) is not str or len(args) >= short:
-                    return False
-        except (KeyError, TypeError):
-            return False
-        return True
-
     def _tool_calls(self, calls: list[Any]) -> list[Any]:
         out = calls
         for i, call in enumerate(calls):
-            if not isinstance(call, dict):
-                continue
-            fn = call.get("function")
-            if not isinstance(fn, dict):
-                continue
-            args = fn.get("arguments")
-            if not isinstance(args, str) or len(args) < self._short:
-                continue
-            new = self.arguments(args)
-            if new is args:
-                continue
-            if out is calls:
-                out = list(calls)
-            out[i] = {**call, "function": {**fn, "arguments": new}}
+            new = self._tool_call(call) if isinstance(call, dict) else call
+            if new is not call:
+                if out is calls:
+                    out = list(calls)
+                out[i] = new
         return out
+
+    def _tool_call(self, call: dict[str, Any]) -> dict[str, Any]:
+        cid = call.get("id")
+        fn = call.get("function")
+        if len(call) == 2 and type(cid) is str and type(fn) is dict and len(fn) == 2:
+            # The shape the record builders make: {id, function: {name, arguments}}.
+            name = fn.get("name")
+            args = fn.get("arguments")
+            if type(name) is str and type(args) is str:
+                new_id = self._ident(cid)
+                new_name = self._name(name)
+                new_args = self.arguments(args) if len(args) >= self._short else args
+                if new_id is cid and new_name is name and new_args is args:
+                    return call
+                out = dict(call)
+                out["id"] = new_id
+                out["function"] = new_fn = dict(fn)
+                new_fn["name"] = new_name
+                new_fn["arguments"] = new_args
+                return out
+        pairs: list[tuple[Any, Any]] = []
+        for key, value in call.items():
+            if key == "id" and type(value) is str:
+                pairs.append((key, self._ident(value)))
+            elif key == "function" and isinstance(value, dict):
+                pairs.append((key, self._function(value)))
+            else:
+                pairs.append(self._plain(key, value))
+        return _rebuilt(call, pairs)
+
+    def _function(self, fn: dict[str, Any]) -> dict[str, Any]:
+        pairs: list[tuple[Any, Any]] = []
+        for key, value in fn.items():
+            if key == "arguments" and isinstance(value, str):
+                pairs.append((key, self.arguments(value) if len(value) >= self._short else value))
+            elif key == "name" and type(value) is str:
+                pairs.append((key, self._name(value)))
+            else:
+                pairs.append(self._plain(key, value))
+        return _rebuilt(fn, pairs)
+
+    def _plain(self, key: Any, value: Any) -> tuple[Any, Any]:
+        """``(key, value)`` of a field nobody named, redacted through the value's JSON form."""
+        if self.redactor is None:
+            return key, value
+        counts: dict[str, int] = {}
+        try:
+            plain = value if isinstance(value, str) else orjson.loads(dumps(value))
+            new = self._redact_value(plain, 0, counts)
+            new_key = self._redact_value(key, 0, counts) if isinstance(key, str) else key
+        except Exception as exc:
+            internal_error(exc, "redacting a tool call")
+            return key, FAILED
+        self._count(counts)
+        return new_key, (value if new is plain else new)
+
+    # -- short names and ids ------------------------------------------------------------
+
+    def _name(self, text: str) -> str:
+        """A model or tool name: the same few come again and again, so results are cached."""
+        if len(text) < self._short or text in self._clean:
+            return text
+        hit = self._names.get(text)
+        if hit is None:
+            new, counts = self._scan(text)
+            if new is text:
+                _remember(self._clean, text, _NAMES_CACHED)
+                return text
+            hit = (new, counts)
+            _remember(self._names, text, _NAMES_CACHED, hit)
+        if hit[1]:
+            self._count(hit[1])
+        return hit[0]
+
+    def _ident(self, text: str) -> str:
+        """A tool-call or session id: redacted so that the same id always gives the
+        same result and two ids never give the same one (a call and its result
+        still pair up): a keyed digest of the original follows the markers."""
+        if len(text) < self._short or text in self._clean_ids or _own_id(text):
+            return text
+        hit = self._ids.get(text)
+        if hit is None:
+            new, counts = self._scan(text)
+            if new is text:
+                _remember(self._clean_ids, text, _IDS_CACHED)  # its result comes next
+                return text
+            digest = hmac.new(_ID_KEY, text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
+            hit = (f"{new}~{digest[:12]}", counts)
+            _remember(self._ids, text, _IDS_CACHED, hit)
+        if hit[1]:
+            self._count(hit[1])
+        return hit[0]
+
+    def _scan(self, text: str) -> tuple[str, dict[str, int]]:
+        counts: dict[str, int] = {}
+        try:
+            return self._text(text, self._cap, counts), counts
+        except Exception as exc:
+            internal_error(exc, "redacting a message field")
+            return FAILED, {}
 
     # -- arguments ------------------------------------------------------------------
 
@@ -325,22 +529,74 @@ class MessageGuard:
             keep = max(0, keep - over)
 
     def _redact_value(self, value: Any, depth: int, counts: dict[str, int]) -> Any:
-        """Decoded JSON *value* with secrets redacted in strings and keys (copy-on-write)."""
+        """Decoded JSON *value* with secrets redacted in strings and keys (copy-on-write).
+
+        A secret split over several strings (a key given as a list of its
+        lines) is found in the strings joined by newlines, as a reader (and
+        the upload scan) sees them; each string it touches loses its part.
+        Past :data:`MAX_DEPTH` levels it fails closed: a subtree that holds a
+        secret anywhere is replaced whole by ``[REDACTED:too_deep]``.
+        """
+        if depth == 0 and isinstance(value, (list, dict)):
+            forced = self._split_secrets(value, counts)
+            if forced:
+                return self._walk(value, 0, counts, forced)
+        return self._walk(value, depth, counts, None)
+
+    def _split_secrets(self, value: Any, counts: dict[str, int]) -> dict[int, str]:
+        """What each string (by identity) becomes when a secret spans several strings of *value*."""
+        redactor = self.redactor
+        assert redactor is not None
+        strings = _strings_in_order(value, MAX_DEPTH)
+        if len(strings) < 2:
+            return {}
+        starts: list[int] = []
+        pos = 0
+        for text in strings:
+            starts.append(pos)
+            pos += len(text) + 1
+        joined = "\n".join(strings)
+        spans = redactor.find(joined)
+        if not spans:
+            return {}
+        pieces: dict[int, list[Span]] = {}
+        for kind, a, b in spans:
+            first = bisect_right(starts, a) - 1
+            last = bisect_right(starts, b - 1) - 1
+            if first == last:
+                continue  # inside one string: the walk finds it there
+            counts[kind] = counts.get(kind, 0) + 1
+            for i in range(first, last + 1):
+                lo = max(a - starts[i], 0)
+                hi = min(b - starts[i], len(strings[i]))
+                if hi > lo:
+                    pieces.setdefault(i, []).append((kind, lo, hi))
+        forced: dict[int, str] = {}
+        for i, found in pieces.items():
+            # The same string object may occur twice: both lose the part.
+            forced[id(strings[i])] = apply(strings[i], _merge(found) if len(found) > 1 else found)[0]
+        return forced
+
+    def _walk(self, value: Any, depth: int, counts: dict[str, int], forced: dict[int, str] | None) -> Any:
         redactor = self.redactor
         assert redactor is not None
         if isinstance(value, str):
-            spans = redactor.find(value)
+            base = forced.get(id(value), value) if forced else value
+            spans = redactor.find(base)
             if not spans:
-                return value
-            new, found = apply(value, spans)
+                return base
+            new, found = apply(base, spans)
             _add(counts, found)
             return new
-        if depth > 500:
+        if depth > MAX_DEPTH:
+            if isinstance(value, (list, dict)) and _holds_secret(redactor, value):
+                counts["too_deep"] = counts.get("too_deep", 0) + 1
+                return marker("too_deep")
             return value
         if isinstance(value, list):
             out_list: list[Any] | None = None
             for i, item in enumerate(value):
-                new_item = self._redact_value(item, depth + 1, counts)
+                new_item = self._walk(item, depth + 1, counts, forced)
                 if new_item is not item:
                     if out_list is None:
                         out_list = list(value)
@@ -350,11 +606,17 @@ class MessageGuard:
             changed = False
             pairs: list[tuple[Any, Any]] = []
             for k, item in value.items():
-                new_k = self._redact_value(k, depth + 1, counts) if isinstance(k, str) else k
-                new_item = self._redact_value(item, depth + 1, counts)
+                new_k = self._walk(k, depth + 1, counts, forced) if isinstance(k, str) else k
+                new_item = self._walk(item, depth + 1, counts, forced)
                 changed = changed or new_k is not k or new_item is not item
                 pairs.append((new_k, new_item))
-            return dict(pairs) if changed else value
+            if not changed:
+                return value
+            out: dict[Any, Any] = {}
+            for (k, _), (new_k, new_item) in zip(value.items(), pairs):
+                # Two keys redacted alike must not overwrite each other.
+                out[_free_key(out, new_k) if new_k is not k else new_k] = new_item
+            return out
         return value
 
     def _count(self, counts: dict[str, int]) -> None:
@@ -363,6 +625,70 @@ class MessageGuard:
         with self._lock:
             for kind, n in counts.items():
                 self.counts[kind] = self.counts.get(kind, 0) + n
+
+
+def _holds_secret(redactor: Redactor, value: Any) -> bool:
+    """Whether the strings (keys and values) of a decoded JSON *value*, at any
+    depth, hold a secret, alone or joined by newlines. Iterative: no depth is too deep."""
+    return bool(redactor.find("\n".join(_strings_in_order(value, None))))
+
+
+def _strings_in_order(value: Any, max_depth: int | None) -> list[str]:
+    """The strings of decoded JSON *value* as a reader meets them (each key before
+    its value), down to *max_depth* levels below it (``None``: all). Iterative."""
+    out: list[str] = []
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, str):
+            out.append(item)
+        elif max_depth is not None and depth > max_depth:
+            continue
+        elif isinstance(item, dict):
+            for k, v in reversed(item.items()):
+                stack.append((v, depth + 1))
+                if isinstance(k, str):
+                    stack.append((k, depth + 1))
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in reversed(item))
+    return out
+
+
+def _rebuilt(original: dict[Any, Any], pairs: list[tuple[Any, Any]]) -> dict[Any, Any]:
+    """*original* if no pair changed (same objects), else a dict of *pairs* in order."""
+    if all(k is ok and v is ov for (k, v), (ok, ov) in zip(pairs, original.items())):
+        return original
+    out: dict[Any, Any] = {}
+    for (k, v), ok in zip(pairs, original):
+        out[_free_key(out, k) if k is not ok else k] = v
+    return out
+
+
+def _free_key(taken: dict[Any, Any], key: Any) -> Any:
+    """*key*, or *key* with a ``#N`` suffix when a redacted key already took its name."""
+    if key not in taken:
+        return key
+    n = 2
+    while f"{key}#{n}" in taken:
+        n += 1
+    return f"{key}#{n}"
+
+
+def _remember(cache: Any, text: str, limit: int, hit: tuple[str, dict[str, int]] | None = None) -> None:
+    """Add *text* to a set (*hit* None) or a dict of results, emptied when it reaches *limit*."""
+    if len(text) > _CACHED_CHARS:
+        return
+    if len(cache) >= limit:
+        cache.clear()  # a plain bound: the names that matter come back at once
+    if hit is None:
+        cache.add(text)
+    else:
+        cache[text] = hit
+
+
+def _own_id(text: str) -> bool:
+    """A tool-call id ststrace made (``call_<process prefix><counter>``): nothing to redact in it."""
+    return text.startswith("call_") and text[5:17] == _ids._prefix and len(text) <= 40
 
 
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:

@@ -131,18 +131,28 @@ def _redactor() -> Redactor:
 
 
 def _strings(obj: Any) -> Iterable[str]:
-    if isinstance(obj, str):
-        yield obj
-    elif isinstance(obj, dict):
-        for v in obj.values():
-            yield from _strings(v)
-    elif isinstance(obj, list):
-        for v in obj:
-            yield from _strings(v)
+    """Every string of decoded JSON, keys included; iterative (no depth is too deep)."""
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, dict):
+            for k, v in item.items():
+                yield k
+                stack.append(v)
+        elif isinstance(item, list):
+            stack.extend(reversed(item))
 
 
 def scan_secrets(path: Path, data: bytes, detector: Redactor | None = None) -> list[Finding]:
-    """Secrets the redaction detectors see, one finding per line and kind."""
+    """Secrets the redaction detectors see, one finding per line and kind.
+
+    What a reader of the file would see is scanned: the raw line, and its
+    strings after decoding JSON any number of times (:meth:`Redactor.find`
+    looks behind escapes at every depth: ``\\u0067hp_...`` in arguments that
+    were ``json.dumps``-ed twice is a GitHub token).
+    """
     det = detector if detector is not None else _redactor()
     findings: list[Finding] = []
     for n, raw in enumerate(data.split(b"\n"), 1):
@@ -151,8 +161,8 @@ def scan_secrets(path: Path, data: bytes, detector: Redactor | None = None) -> l
         text = raw.decode("utf-8", "replace")
         hits = {kind for kind, _, _ in det.find(text)}
         if "\\" in text:
-            # JSON escapes split some secrets (a PEM key's newlines): look at
-            # the decoded strings too.
+            # JSON escapes split some secrets (a key's lines, a literal's
+            # quote): look at the decoded strings, each on its own line, too.
             try:
                 decoded = "\n".join(_strings(orjson.loads(raw)))
             except orjson.JSONDecodeError:

@@ -3,34 +3,45 @@
 Two detectors, both cheap on text without secrets:
 
 1. **Literal secrets**: values of environment variables whose names look
-   secret (``*_API_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``,
-   ``*_ACCESS_KEY*``, ...; at least 8 characters), read once when the
-   :class:`Redactor` is created, plus literals the user passes.
+   secret (``*_API_KEY``, ``*_KEY``, ``*_TOKEN``, ``*_SECRET``, ``*_PASSWORD``,
+   ``PGPASSWORD``, ``DATABASE_URL``, ...; at least 8 characters once
+   stripped), read once when the :class:`Redactor` is created, plus literals
+   the user passes.
 2. **Token shapes**: OpenAI, Anthropic, Hugging Face, GitHub, AWS access key
-   ids, Google API keys, Slack, Stripe, JWTs, PEM private-key blocks, the token
-   of ``Authorization: Bearer``, plus user regexes.
+   ids and secret access keys (next to their name), Google API keys, Slack,
+   Stripe, JWTs, PEM private-key blocks (BEGIN to END across any separators),
+   the token of ``Authorization: Bearer``, the password of a URL, plus user
+   regexes.
+
+Both are also looked for behind JSON escapes, at any depth (``\\u0067hp_...``
+in arguments that were ``json.dumps``-ed twice): the text is unescaped round
+by round and what is found is mapped back onto the escaped text.
 
 Speed: a shape is only tried where its *anchor* occurs. Anchors are grouped by
-a character the group needs: ``-`` (``sk-``, ``xox?-``, ``-----BEGIN``), ``_``
-(``hf_``, ``gh?_``, ``github_pat_``, ``sk_live_``), ``K``/``S``/``z``
-(``AKIA``, ``ASIA``, ``AIza``), ``J`` (``eyJ``), ``B`` (``Bearer``). A
-memchr-speed ``in`` test skips a group whose characters are absent; otherwise
-one regex whose first item is a single literal character (the fastest loop
-``re`` has) lists candidate positions, and the full patterns and validators run
-only there. One combined alternation of all patterns was ~10x slower: ``re``
-tries every branch at every position. Each pattern has a maximum length, and a
-failed candidate lets later ones in the same run be skipped, so even
-adversarial text ("sk-sk-sk-...") is scanned in linear time.
+a character the group needs: ``-`` (``sk-``, ``xox?-``, ``xapp-``,
+``-----BEGIN``), ``_`` (``hf_``, ``gh?_``, ``github_pat_``, ``sk_live_``,
+``secret_access_key``), ``K``/``S``/``z`` (``AKIA``, ``ASIA``, ``AIza``,
+``SecretAccessKey``), ``J`` (``eyJ``), ``B`` (``Bearer``), ``@`` (``://``). A
+memchr-speed ``in`` test skips a group whose characters are absent (a test for
+a longer string is no memchr: about 1 ns a character, as slow as a regex scan);
+otherwise one regex whose first item is a single literal character (the
+fastest loop ``re`` has) lists candidate positions, and the full patterns and
+validators run only there. One combined alternation of all patterns was ~10x
+slower: ``re`` tries every branch at every position. Each pattern has a
+maximum length, and a failed candidate lets later ones in the same run be
+skipped, so even adversarial text ("sk-sk-sk-...") is scanned in linear time.
 
 False positives matter as much as misses: validators reject kebab-case words
-(``sk-this-is-a-slug``), lowercase-only bodies and tokens glued to a preceding
-word, so ordinary words, hashes, UUIDs, paths and code pass through untouched.
+(``sk-this-is-a-slug``), lowercase-only bodies, tokens glued to a preceding
+word and placeholders (``user:password@``, ``${DB_PASSWORD}``), so ordinary
+words, hashes, UUIDs, paths and code pass through untouched.
 """
 
 from __future__ import annotations
 
 import os
 import re
+from bisect import bisect_left
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence, Union
 
@@ -157,21 +168,92 @@ def _r(
 
 
 _TOK = r"[A-Za-z0-9_\-]"
-_PEM_HEAD = r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-_PEM_BODY = r"[\sA-Za-z0-9+/=:,.\\\-]"
-_PEM_END = r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_HEAD = re.compile(r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----")
+# A key's END line is looked for this far after its BEGIN line (a 16384-bit
+# RSA key is about 12 KB of PEM; its lines may be quoted, escaped or listed).
+_PEM_WINDOW = 65536
+# Without an END line (a key cut, or pasted in part): the body is redacted to
+# its end, lines joined by any short run of other characters (a newline, a
+# "\\n" escape, "', '" of a list repr, "> " of a quoted block; never "-", so
+# the next "-----BEGIN" is left alone). Body lines are long; the last one may
+# be short. Legacy encrypted keys have header lines.
+_PEM_SEP = r"(?:\\+[nrt]|[^A-Za-z0-9+/=\-]){1,12}"  # "\\n" is one separator, not a "n" line
+_PEM_OPEN_BODY = re.compile(
+    rf"(?:{_PEM_SEP}(?:[A-Za-z0-9+/]{{40,}}={{0,2}}|[A-Z][A-Za-z\-]{{2,30}}:[ \t]*[A-Za-z0-9,\-]{{1,200}}))*"
+)
+# The short last line, told from the word after a cut key by its padding or its mix of characters.
+_PEM_LAST = re.compile(rf"{_PEM_SEP}(?P<last>[A-Za-z0-9+/]{{1,39}}={{0,2}})(?![A-Za-z0-9+/=])")
+
+
+def _match_pem(text: str, start: int, ends: list[int]) -> tuple[int, int] | None:
+    """The key block at *start*: to its END line when one follows within
+    :data:`_PEM_WINDOW`, whatever separates its lines; else to the end of its body.
+
+    *ends* caches the next ``-----END`` position at or after ``ends[0]``'s
+    query point across the candidates of one text (``[-2]``: not looked yet),
+    so a text of many BEGIN lines and no END is still scanned in linear time.
+    """
+    head = _PEM_HEAD.match(text, start)
+    if head is None:
+        return None
+    pos = head.end()
+    limit = pos + _PEM_WINDOW
+    while True:
+        nxt = ends[0]
+        if nxt == -2 or (nxt != -1 and nxt < pos):
+            nxt = ends[0] = text.find("-----END", pos)
+        if nxt == -1 or nxt > limit:
+            break
+        end_line = _PEM_END.match(text, nxt)
+        if end_line is not None:
+            return start, end_line.end()
+        pos = nxt + 1  # "-----END CERTIFICATE-----" and the like: look further
+    body = _PEM_OPEN_BODY.match(text, head.end())
+    stop = body.end() if body is not None else head.end()
+    last = _PEM_LAST.match(text, stop)
+    if last is not None:
+        line = last.group("last")
+        if line.endswith("=") or _classes(line) >= 2:
+            stop = last.end()
+    return start, stop
+
+
+# A secret access key is 40 characters of base64 with nothing of its own to
+# recognise it by: it is only found right after its name.
+_AWS_SEP = r"""(?:[\s"'\\]{0,8}[:=][\s"'\\]{0,8}|[\s"'\\]{1,8})"""
+_AWS_VALUE = r"(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+
+# The word documents and code comments put where a password goes
+# ("redis://:password@host"). Any other word is redacted, "pass" included:
+# it may well be the password.
+_URL_PLACEHOLDERS = frozenset({"password", "passwd", "mypassword", "yourpassword", "your_password", "your-password"})
+
+
+def _v_url_password(text: str, start: int, end: int) -> bool:
+    pw = text[start:end]
+    # A reference or a template, not a password: ${DB_PASSWORD}, $PW, {pw},
+    # %(password)s, a marker already written.
+    if pw.startswith(("[REDACTED", "{", "%(", "$")) or pw.lower() in _URL_PLACEHOLDERS:
+        return False
+    # "****", "xxxx", "...": placeholders a document writes for a password.
+    return pw.strip("*xX.") != ""
 
 # Token bodies have an upper length and must end there: a long run of token
 # characters (a base64url blob) is not a key, and each candidate costs at most
 # that many characters of matching.
 _ANTHROPIC = _r("anthropic_key", rf"sk-ant-{_TOK}{{20,500}}(?!{_TOK})", _v_anthropic, skip=(rf"{_TOK}*", 507))
 _OPENAI = _r("openai_key", rf"sk-{_TOK}{{20,500}}(?!{_TOK})", _v_openai, skip=(rf"{_TOK}*", 503))
+# xoxb/xoxp/... tokens, refresh tokens ("xoxe-1-...") and app-level tokens
+# ("xapp-1-..."); a rotating token ("xoxe.xoxp-1-...") is caught at its "xoxp-".
 _SLACK = _r(
-    "slack_token", r"xox[abposr]-[A-Za-z0-9\-]{10,300}(?![A-Za-z0-9\-])", _v_slack, skip=(r"[A-Za-z0-9\-]*", 305)
+    "slack_token",
+    r"x(?:ox[abposre]|app)-[A-Za-z0-9\-]{10,300}(?![A-Za-z0-9\-])",
+    _v_slack,
+    skip=(r"[A-Za-z0-9\-]*", 305),
 )
-# A key block without its END line (cut, or pasted in part) is redacted to
-# the end of its base64 body rather than left half-visible.
-_PEM = _r("private_key", rf"{_PEM_HEAD}{_PEM_BODY}*?(?:{_PEM_END}|(?!{_PEM_BODY}))")
+# Matched by _match_pem (BEGIN to END across any separators), not by a regex.
+_PEM = _r("private_key", r"-----BEGIN")
 _HF = _r("hf_token", r"hf_[A-Za-z0-9]{30,100}(?![A-Za-z0-9])", _v_hf)
 _GITHUB = _r("github_token", r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9])", _v_mixed(4))
 _GITHUB_PAT = _r(
@@ -186,7 +268,27 @@ _GOOGLE = _r("google_api_key", r"AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])")
 _JWT = _r("jwt", rf"eyJ{_TOK}{{8,}}\.ey{_TOK}{{8,}}\.{_TOK}*", _v_boundary, skip=(rf"{_TOK}*", 0))
 # "Bearer" as RFC 6750 writes it (or all caps): a lowercase "bearer" has no
 # rare character to gate on, and would cost a full scan of every text.
-_BEARER = _r("bearer_token", r"(?:Bearer|BEARER)[ \t]+(?P<secret>[A-Za-z0-9\-._~+/]{16,}=*)", _v_bearer, "secret")
+# The space may be a tab, a "\\t" escape (JSON text of tool arguments, at any
+# depth) or "%20" (a URL-encoded header).
+_BEARER_SEP = r"(?:[ \t]|\\+t|%20)"
+_BEARER = _r(
+    "bearer_token", rf"(?:Bearer|BEARER){_BEARER_SEP}+(?P<secret>[A-Za-z0-9\-._~+/%]{{16,}}=*)", _v_bearer, "secret"
+)
+_AWS_SECRET = _r(
+    "aws_secret_key",
+    rf"(?:[Ss]ecret_(?:[Aa]ccess)_(?:[Kk]ey)|SECRET_ACCESS_KEY){_AWS_SEP}{_AWS_VALUE}",
+    _v_mixed(0),
+    "secret",
+)
+_AWS_SECRET_CAMEL = _r("aws_secret_key", rf"[Ss]ecretAccessKey{_AWS_SEP}{_AWS_VALUE}", _v_mixed(0), "secret")
+# scheme://user:password@host: only the password goes. It may hold "@" and
+# ":" (people do not always encode them): up to the last "@" before the host.
+_URL_PASSWORD = _r(
+    "url_password",
+    r"://[^\s:/?#@\[\]\"'<>\\]{0,256}:(?P<secret>[^\s/?#\"'<>\\]{1,256})@(?=[A-Za-z0-9\[])",
+    _v_url_password,
+    "secret",
+)
 
 
 @dataclass(frozen=True)
@@ -200,24 +302,38 @@ class _Group:
 _GROUPS: tuple[_Group, ...] = (
     _Group(
         ("-",),
-        re.compile(r"-(?:(?<=sk-)(?P<sk>)|(?<=xox[abposr]-)(?P<xox>)|(?=----BEGIN)(?P<pem>))"),
+        # One lookbehind for both Slack prefixes: each alternative costs at every "-".
+        re.compile(r"-(?:(?<=sk-)(?P<sk>)|(?<=x(?:ox[abposre]|app)-)(?P<xox>)|(?=----BEGIN)(?P<pem>))"),
         {"sk": (2, (_ANTHROPIC, _OPENAI)), "xox": (4, (_SLACK,)), "pem": (0, (_PEM,))},
     ),
     _Group(
         ("_",),
         re.compile(
-            r"_(?:(?<=hf_)(?P<hf>)|(?<=gh[pousr]_)(?P<gh>)|(?<=github_)(?=pat_)(?P<pat>)"
-            r"|(?<=[sr]k_)(?=live_|test_)(?P<stripe>))"
+            # Every anchor's "_" follows one of these letters: most "_" of code
+            # (load_config, KNOWN_KEYS) fail this one test.
+            r"_(?<=[fpousrbktT]_)"
+            r"(?:(?<=hf_)(?P<hf>)|(?<=gh[pousr]_)(?P<gh>)|(?<=github_)(?=pat_)(?P<pat>)"
+            r"|(?<=[sr]k_)(?=live_|test_)(?P<stripe>)"
+            # The lookahead first: it fails at once on almost every "_".
+            r"|(?=[Aa](?:ccess_[Kk]ey|CCESS_KEY))(?<=[Ss]ecret_|SECRET_)(?P<awss>))"
         ),
-        {"hf": (2, (_HF,)), "gh": (3, (_GITHUB,)), "pat": (6, (_GITHUB_PAT,)), "stripe": (2, (_STRIPE,))},
+        {
+            "hf": (2, (_HF,)),
+            "gh": (3, (_GITHUB,)),
+            "pat": (6, (_GITHUB_PAT,)),
+            "stripe": (2, (_STRIPE,)),
+            "awss": (6, (_AWS_SECRET,)),
+        },
     ),
     _Group(
         ("K", "S", "z"),
-        re.compile(r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>))"),
-        {"aws": (0, (_AWS,)), "google": (0, (_GOOGLE,))},
+        re.compile(r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>)|(?<=ecretA)(?=ccessKey)(?P<awscamel>))"),
+        {"aws": (0, (_AWS,)), "google": (0, (_GOOGLE,)), "awscamel": (6, (_AWS_SECRET_CAMEL,))},
     ),
     _Group(("J",), re.compile(r"J(?<=eyJ)(?P<jwt>)"), {"jwt": (2, (_JWT,))}),
-    _Group(("B",), re.compile(r"B(?:earer|EARER)[ \t](?P<bearer>)"), {"bearer": (0, (_BEARER,))}),
+    _Group(("B",), re.compile(rf"B(?:earer|EARER){_BEARER_SEP}(?P<bearer>)"), {"bearer": (0, (_BEARER,))}),
+    # "@" first (a memchr); then "://" is looked for as a literal.
+    _Group(("@",), re.compile(r"://(?P<url>)"), {"url": (0, (_URL_PASSWORD,))}),
 )
 
 
@@ -227,12 +343,19 @@ def _any_gate(text: str) -> bool:
     several times faster than a regex character class (and than a per-group
     loop), and most text has none of them."""
     return (
-        "-" in text or "_" in text or "B" in text or "J" in text or "K" in text or "S" in text or "z" in text
+        "-" in text
+        or "_" in text
+        or "B" in text
+        or "J" in text
+        or "K" in text
+        or "S" in text
+        or "z" in text
+        or "@" in text
     )
 
 
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
-assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz")
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz@")
 
 #: Every built-in kind, for documentation and tests.
 KINDS: tuple[str, ...] = tuple(
@@ -245,18 +368,31 @@ _MIN_SHAPE = 15
 # -- environment literals -----------------------------------------------------------
 
 _SECRET_WORDS = frozenset({"TOKEN", "SECRET", "PASSWORD", "PASSWD", "APIKEY", "PASSPHRASE"})
+# Glued to a prefix: PGPASSWORD, MYSQLPASSWORD, NPMTOKEN.
+_SECRET_ENDINGS = ("PASSWORD", "PASSWD", "PASSPHRASE", "TOKEN", "SECRET")
 _KEY_PAIRS = frozenset({("API", "KEY"), ("ACCESS", "KEY"), ("PRIVATE", "KEY"), ("SECRET", "KEY"), ("AUTH", "TOKEN")})
 # Names that end like these hold where a secret is, not the secret itself.
-_NOT_SECRET_SUFFIXES = frozenset({"PATH", "FILE", "DIR", "URL", "HOST", "PORT", "NAME", "USER", "TYPE"})
+_NOT_SECRET_SUFFIXES = frozenset({"PATH", "FILE", "DIR", "URL", "URI", "HOST", "PORT", "NAME", "USER", "TYPE"})
+# ... except a database URL, which holds the password (DATABASE_URL, *_DB_URL).
+_DATABASE_WORDS = frozenset({"DATABASE", "DB"})
+# *_KEY is a secret unless the name says the key is public.
+_PUBLIC_WORDS = frozenset({"PUBLIC", "PUBLISHABLE", "PUB"})
 
 
 def is_secret_env_name(name: str) -> bool:
     """Whether an environment variable's *name* says its value is a secret."""
     parts = [p for p in re.split(r"[^A-Z0-9]+", name.upper()) if p]
-    if not parts or parts[-1] in _NOT_SECRET_SUFFIXES:
+    if not parts:
         return False
-    if any(p in _SECRET_WORDS for p in parts):
+    last = parts[-1]
+    if last in ("URL", "URI") and len(parts) > 1 and parts[-2] in _DATABASE_WORDS:
         return True
+    if last in _NOT_SECRET_SUFFIXES:
+        return False
+    if any(p in _SECRET_WORDS or p.endswith(_SECRET_ENDINGS) for p in parts):
+        return True
+    if len(parts) > 1 and last in ("KEY", "PWD") and not _PUBLIC_WORDS.intersection(parts):
+        return True  # OPENAI_KEY, SIGNING_KEY, MYSQL_PWD (but not PWD, OLDPWD: the directory)
     return any(pair in _KEY_PAIRS for pair in zip(parts, parts[1:]))
 
 
@@ -274,7 +410,10 @@ def env_secrets(environ: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
     out: list[str] = []
     for name, value in env.items():
-        if len(value) < MIN_LITERAL or value.strip() != value or not is_secret_env_name(name):
+        # A value read from a file or pasted often keeps a newline or a space
+        # around it; the text the secret shows up in usually does not.
+        value = value.strip()
+        if len(value) < MIN_LITERAL or not is_secret_env_name(name):
             continue
         if _is_existing_path(value):
             continue  # e.g. SOME_TOKEN=/run/secrets/token: the path is not the secret
@@ -341,8 +480,8 @@ class Redactor:
             min_len = min(min_len, _MIN_SHAPE)
         self._min_len = min_len
         #: Whether JSON escapes other than ``\\u`` and ``\\/`` can hide a secret
-        #: from a scan of raw JSON text: a literal with a character JSON escapes,
-        #: or any user regex (which may match anything).
+        #: from a scan of raw JSON text: a literal with a quote, a backslash or a
+        #: control character, or any user regex (which may match anything).
         self.escapes_matter: bool = bool(custom) or any(_json_escapes(lit) for lit in lits)
 
     def _shape_covers(self, value: str) -> bool:
@@ -361,7 +500,14 @@ class Redactor:
         return len(self._literals)
 
     def find(self, text: str) -> list[Span]:
-        """Secrets in *text* as ``(kind, start, end)``, sorted and non-overlapping."""
+        """Secrets in *text* as ``(kind, start, end)``, sorted and non-overlapping.
+
+        Also those a reader sees only after decoding the JSON escapes of
+        *text* (``\\u0067hp_...``, ``\\/`` in a key, a literal's ``\\"``),
+        any number of times: their spans cover the escaped form in *text*.
+        """
+        # The body of _find_plain, repeated: this runs on every field, and a
+        # call costs as much as the common case's whole scan.
         if len(text) < self._min_len:
             return []
         spans: list[Span] = (
@@ -369,8 +515,31 @@ class Redactor:
             if self._builtin and len(text) >= _MIN_SHAPE and _any_gate(text)
             else []
         )
-        if not self._literals and not self._custom:
-            return _merge(spans) if len(spans) > 1 else spans
+        if self._literals or self._custom:
+            self._add_literals(text, spans)
+        if len(spans) > 1:
+            spans = _merge(spans)
+        # A backslash is a memchr; most text has none.
+        if "\\" in text and (self.escapes_matter or _HIDING_ESCAPE.search(text) is not None):
+            spans = self._find_escaped(text, spans)
+        return spans
+
+    def _find_plain(self, text: str) -> list[Span]:
+        """:meth:`find` without looking behind escapes."""
+        if len(text) < self._min_len:
+            return []
+        spans: list[Span] = (
+            _builtin_spans(text)
+            if self._builtin and len(text) >= _MIN_SHAPE and _any_gate(text)
+            else []
+        )
+        if self._literals or self._custom:
+            self._add_literals(text, spans)
+        if len(spans) > 1:
+            spans = _merge(spans)
+        return spans
+
+    def _add_literals(self, text: str, spans: list[Span]) -> None:
         for lit, kind in self._literals:
             i = text.find(lit)
             while i >= 0:
@@ -380,9 +549,30 @@ class Redactor:
             for m in rx.finditer(text):
                 if m.end() > m.start():
                     spans.append((kind, m.start(), m.end()))
-        if len(spans) > 1:
-            spans = _merge(spans)
-        return spans
+
+    def _find_escaped(self, text: str, spans: list[Span]) -> list[Span]:
+        """*spans* plus what each round of unescaping *text* reveals, mapped back onto *text*."""
+        found = list(spans)
+        levels = [text]  # levels[k + 1] is levels[k] unescaped
+        maps: list[_EscapeMap] = []  # built only when a round finds something
+        for _ in range(_MAX_UNESCAPES):
+            current, n = _ESCAPE.subn(_unescape_one, levels[-1])
+            if not n:
+                break
+            levels.append(current)
+            hits = self._find_plain(current)
+            if hits:
+                while len(maps) < len(levels) - 1:
+                    maps.append(_EscapeMap(levels[len(maps)]))
+                for kind, a, b in hits:
+                    for m in reversed(maps):
+                        a, b = m.back(a, b)
+                    found.append((kind, a, b))
+            if "\\" not in current:
+                break
+        if len(found) == len(spans):
+            return spans
+        return _merge(found)
 
     def redact(self, text: str) -> tuple[str, dict[str, int]]:
         """``(redacted text, {kind: count})``.
@@ -444,8 +634,49 @@ def default_redactor() -> Redactor:
     return redactor
 
 
+# -- JSON escapes ---------------------------------------------------------------------
+
+# How many times text is unescaped looking for hidden secrets. Each round
+# shrinks the text, so this only bounds pathological input (256 backslashes
+# before a "u").
+_MAX_UNESCAPES = 16
+# Escapes that can split a built-in shape: any character as \\uXXXX, and "/"
+# (base64, URLs) as \\/. Others (\\n, \\", ...) only matter for literals and
+# user patterns (Redactor.escapes_matter); "Bearer\\t" is matched as it is.
+_HIDING_ESCAPE = re.compile(r"\\(?:u[0-9a-fA-F]{4}|/)")
+_ESCAPE = re.compile(r'\\(?:u([0-9a-fA-F]{4})|(["\\/bfnrt]))')
+_SIMPLE_ESCAPES = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+class _EscapeMap:
+    """Maps positions in the unescaped form of a text back to the text."""
+
+    __slots__ = ("_at", "_extra")
+
+    def __init__(self, text: str) -> None:
+        at: list[int] = []  # unescaped positions of the characters that were escapes
+        extra = [0]  # extra[k]: characters the first k escapes added
+        for m in _ESCAPE.finditer(text):
+            at.append(m.start() - extra[-1])
+            extra.append(extra[-1] + m.end() - m.start() - 1)
+        self._at = at
+        self._extra = extra
+
+    def back(self, start: int, end: int) -> tuple[int, int]:
+        """*start*/*end* of unescaped text as positions in the text (escapes kept whole)."""
+        return start + self._extra[bisect_left(self._at, start)], end + self._extra[bisect_left(self._at, end)]
+
+
+def _unescape_one(m: re.Match[str]) -> str:
+    hexa = m.group(1)
+    return chr(int(hexa, 16)) if hexa is not None else _SIMPLE_ESCAPES[m.group(2)]
+
+
 def _json_escapes(s: str) -> bool:
-    return not s.isascii() or any(c in s for c in '"\\/') or any(ord(c) < 0x20 or c == "\x7f" for c in s)
+    """Whether JSON text may write *s* with an escape other than ``\\uXXXX`` and ``\\/``
+    (those are looked behind in every text: a non-ASCII literal, or one with a
+    "/" such as a DATABASE_URL, does not make every backslash cost a second scan)."""
+    return any(c in s for c in '"\\') or any(ord(c) < 0x20 for c in s)
 
 
 def apply(text: str, spans: Sequence[Span]) -> tuple[str, dict[str, int]]:
@@ -481,6 +712,7 @@ def _builtin_spans(text: str) -> list[Span]:
     if len(text) < _MIN_SHAPE or not _any_gate(text):
         # One C-level scan rejects most text: no group's gate character occurs.
         return spans
+    pem_ends: list[int] | None = None
     for group in _GROUPS:
         for g in group.gate:
             if g in text:
@@ -496,6 +728,14 @@ def _builtin_spans(text: str) -> list[Span]:
             back, rules = group.branches[branch]
             start = m.start() - back
             if start < done or start < skip_until.get(branch, 0):
+                continue
+            if rules[0] is _PEM:
+                if pem_ends is None:
+                    pem_ends = [-2]
+                pem = _match_pem(text, start, pem_ends)
+                if pem is not None:
+                    spans.append(("private_key", pem[0], pem[1]))
+                    done = pem[1]
                 continue
             skip_to = start
             for i, rule in enumerate(rules):

@@ -70,6 +70,8 @@ POSITIVES: list[tuple[str, str, str]] = [
     ("bearer_token", body(32), '{{"Authorization": "Bearer {}"}}'),
     # A JWT after "Bearer" is reported as the more specific shape.
     ("jwt", JWT, "Authorization: Bearer {}\r\nHost: x"),
+    ("aws_secret_key", body(40, _B62 + "/+"), "aws_secret_access_key = {}"),
+    ("url_password", "s3cr3t-" + body(8), "postgres://app:{}@db.internal:5432/prod"),
 ]
 
 NEGATIVES: list[str] = [
