@@ -16,7 +16,7 @@ import importlib.util
 import inspect
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -24,7 +24,7 @@ import wrapt
 
 from ._context import current, in_llm_call
 from ._decorators import _ASYNC, _begin_llm, _kind, _LlmCall
-from ._errors import InstrumentationError, logger
+from ._errors import InstrumentationError, internal_error, logger
 
 #: Public name -> integration module (one per client library).
 INTEGRATIONS = {
@@ -35,10 +35,6 @@ INTEGRATIONS = {
 }
 _ALIASES = {"hf": "huggingface_hub", "huggingface-hub": "huggingface_hub", "huggingface": "huggingface_hub"}
 _EXTRAS = {"openai": "openai", "anthropic": "anthropic", "huggingface_hub": "hf", "litellm": "litellm"}
-
-#: Header the openai / anthropic ``with_raw_response`` / ``with_streaming_response``
-#: wrappers add; such calls return the HTTP response for the caller to parse.
-_RAW_HEADER = "X-Stainless-Raw-Response"
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -254,22 +250,71 @@ def instrumented() -> list[str]:
         return sorted(_patched)
 
 
-def _raw_requested(kwargs: Mapping[str, Any]) -> bool:
-    headers = kwargs.get("extra_headers")
-    if not headers or not isinstance(headers, Mapping):
-        return False
-    return _RAW_HEADER in headers or _RAW_HEADER.lower() in headers
-
-
 def _is_raw_response(result: Any) -> bool:
     # openai / anthropic LegacyAPIResponse, APIResponse, AsyncAPIResponse.
     return type(result).__name__.endswith("APIResponse")
 
 
-def _settle(call: _LlmCall, result: Any) -> Any:
+def _settle(call: _LlmCall, result: Any, patch: _Patch) -> Any:
     if _is_raw_response(result):
-        return result  # the body is the caller's to read
+        # ``with_raw_response`` / ``with_streaming_response``: the caller gets
+        # the very object back; the reply is recorded from its body bytes as
+        # they are read (however they are read).
+        try:
+            from ._adapters.raw import watch_raw_response
+
+            reason = watch_raw_response(result, call.record, lambda why: _unrecorded(patch, why))
+        except Exception as exc:
+            internal_error(exc, "raw response")
+            return result
+        if reason is not None:
+            _unrecorded(patch, reason)
+        return result
     return call.record_result(result)
+
+
+#: (method, call site) pairs already warned about: each is logged once.
+_warned: set[tuple[str, str]] = set()
+_MAX_WARNED = 4096
+#: Frames of these packages are not the user's call site.
+_NOT_CALL_SITES = ("ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2", "contextlib", "functools", "asyncio")
+
+
+def _method_name(patch: _Patch) -> str:
+    owner = patch.owner
+    module = getattr(owner, "__module__", "") or ""
+    return f"{module}.{getattr(owner, '__qualname__', owner)}.{patch.attr}"
+
+
+def _call_site() -> str:
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return "?"
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not isinstance(module, str) or module.split(".", 1)[0] not in _NOT_CALL_SITES:
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
+
+
+def _unrecorded(patch: _Patch, reason: str) -> None:
+    """A model call in a session that ststrace saw but cannot record: say so,
+    once per method and call site (the rare path, so the stack walk is fine)."""
+    try:
+        method = _method_name(patch)
+        site = _call_site()
+        key = (method, site)
+        with _lock:
+            if key in _warned:
+                return
+            if len(_warned) >= _MAX_WARNED:
+                _warned.clear()
+            _warned.add(key)
+        logger.warning("ststrace: a call to %s (from %s) was not recorded: %s", method, site, reason)
+    except Exception as exc:
+        internal_error(exc, "instrumentation warning")
 
 
 def _is_async(original: Any) -> bool:
@@ -285,25 +330,24 @@ def _is_async(original: Any) -> bool:
 
 def _llm_patch(patch: _Patch) -> _Wrapper:
     """The wrapper of one client method: like ``@llm``, but it steps aside inside
-    a call that already records (an ``@llm`` function or another patch) and for
-    raw-response calls."""
+    a call that already records (an ``@llm`` function or another patch)."""
     if _is_async(patch.original):
 
         def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             session = current.get()
-            if session is None or in_llm_call.get() or not patch.active or _raw_requested(kwargs):
+            if session is None or in_llm_call.get() or not patch.active:
                 return wrapped(*args, **kwargs)
             coro = wrapped(*args, **kwargs)  # wrong arguments raise here, before anything is recorded
             call = _begin_llm(session, None, True, args, kwargs)
             if call is None:
                 return coro
-            return _run_async(coro, call)
+            return _run_async(coro, call, patch)
 
         return async_wrapper
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         session = current.get()
-        if session is None or in_llm_call.get() or not patch.active or _raw_requested(kwargs):
+        if session is None or in_llm_call.get() or not patch.active:
             return wrapped(*args, **kwargs)
         call = _begin_llm(session, None, True, args, kwargs)
         if call is None:
@@ -315,13 +359,13 @@ def _llm_patch(patch: _Patch) -> _Wrapper:
             in_llm_call.reset(token)
         if inspect.iscoroutine(result):
             # An async method the static check missed: record when awaited.
-            return _run_async(result, call)
-        return _settle(call, result)
+            return _run_async(result, call, patch)
+        return _settle(call, result, patch)
 
     return wrapper
 
 
-async def _run_async(coro: Any, call: _LlmCall) -> Any:
+async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:
     # The flag is set in the awaiting task for the await, so a client awaited
     # inside (litellm's openai client) does not record the reply a second time.
     token = in_llm_call.set(True)
@@ -329,4 +373,4 @@ async def _run_async(coro: Any, call: _LlmCall) -> Any:
         result = await coro
     finally:
         in_llm_call.reset(token)
-    return _settle(call, result)
+    return _settle(call, result, patch)

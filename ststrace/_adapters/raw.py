@@ -1,0 +1,285 @@
+"""Raw HTTP responses: record the reply of a ``with_raw_response`` /
+``with_streaming_response`` call from the body bytes, as the caller reads them.
+
+The openai and anthropic SDKs hand such calls back as an ``*APIResponse``
+wrapping an ``httpx`` response; the caller may ``.parse()`` it (into a model
+object or a ``Stream``), read it (``read()``, ``json()``, ``text``), or iterate
+it (``iter_bytes()``, ``iter_lines()``, ``iter_text()``, their async twins).
+Every one of those paths reads the decoded body through the httpx response's
+``iter_bytes`` / ``aiter_bytes``, so that is the one place we listen: nothing
+the caller holds is replaced or wrapped, the bytes pass through unchanged, and
+however the body is read (parsed *and* iterated, read twice) each byte is seen
+once, so the reply is recorded once.
+
+A body the client has already read (a non-streamed ``with_raw_response`` call)
+is recorded at once. A streamed body is recorded when it ends, when the
+response is closed (the SDK's ``Stream`` closes it right after ``[DONE]``),
+when reading it fails, or when its reader is garbage-collected; what arrived is
+recorded, or nothing when nothing did (like a failed call).
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+import orjson
+
+from ._common import Message, internal_error
+from .convert import convert
+from .streams import StreamState
+
+OnDone = Callable[[Message], None]
+OnSkip = Callable[[str], None]
+
+_SSE = "text/event-stream"
+
+
+def _content_type(http: Any) -> str:
+    try:
+        value = http.headers.get("content-type", "")
+    except Exception:
+        return ""
+    return value.lower() if isinstance(value, str) else ""
+
+
+def _read_content(http: Any) -> bytes | None:
+    """The body when the client has read it already, else ``None`` (never reads)."""
+    if "_content" not in getattr(http, "__dict__", {}):
+        return None
+    content = http.__dict__["_content"]
+    return content if isinstance(content, bytes) else None
+
+
+class _Body:
+    """Parses the body bytes as they pass and feeds one :class:`StreamState`."""
+
+    def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool) -> None:
+        self.state = StreamState(on_done, None, started=True)
+        self.on_skip = on_skip
+        self.sse = sse
+        self.seen = 0  # bytes that passed through
+        self.running = 0  # >0 while the client library is producing the next chunk
+        self._line = bytearray()  # an SSE line not ended yet / the whole JSON body
+        self._data: list[bytes] = []  # ``data:`` lines of the SSE event being read
+
+    # -- feeding -----------------------------------------------------------
+
+    def feed(self, chunk: Any) -> None:
+        if self.state.done or not isinstance(chunk, (bytes, bytearray)):
+            return
+        try:
+            self.seen += len(chunk)
+            if not self.sse:
+                self._line += chunk
+                return
+            buffer = self._line
+            buffer += chunk
+            start = 0
+            while True:
+                end = buffer.find(b"\n", start)
+                if end < 0:
+                    break
+                self._line_done(bytes(buffer[start:end]).rstrip(b"\r"))
+                start = end + 1
+            if start:
+                del buffer[:start]
+        except Exception:
+            internal_error("raw response body")
+
+    def _line_done(self, line: bytes) -> None:
+        if not line:
+            self._dispatch()
+        elif line.startswith(b"data:"):
+            data = line[5:]
+            self._data.append(data[1:] if data.startswith(b" ") else data)
+        # ``event:`` / ``id:`` / ``retry:`` / comments: the JSON data carries
+        # everything the accumulators need (its ``type``).
+
+    def _dispatch(self) -> None:
+        if not self._data:
+            return
+        data = b"\n".join(self._data)
+        self._data = []
+        if data.startswith(b"[DONE]"):
+            return
+        try:
+            event = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return  # not JSON: not a model event; the SDK decides what it means
+        if not isinstance(event, dict) or event.get("type") == "error" or (
+            "error" in event and "choices" not in event
+        ):
+            return  # an error event: the SDK raises it to the caller, no reply
+        self.state.add(event)
+
+    # -- ending ------------------------------------------------------------
+
+    def finish(self, ended: bool) -> None:
+        state = self.state
+        if state.done:
+            return
+        try:
+            if self.sse:
+                if ended and self._line:
+                    self._line_done(bytes(self._line).rstrip(b"\r"))
+                if ended:
+                    self._dispatch()  # a last event with no blank line after it
+            else:
+                self._finish_json(ended)
+                return
+            self._line = bytearray()
+            self._data = []
+        except Exception:
+            internal_error("raw response body")
+        state.finish(ended)
+
+    def _finish_json(self, ended: bool) -> None:
+        state = self.state
+        content, self._line = bytes(self._line), bytearray()
+        reason = None
+        if not content:
+            reason = "its body was never read" if not ended else "its body is empty"
+        else:
+            try:
+                reply = orjson.loads(content)
+            except orjson.JSONDecodeError:
+                reply = None
+                reason = "its body is not JSON" if ended else "its body was not read to the end"
+            if reply is not None and convert(reply) is None:
+                reason = "its body is not a model reply ststrace understands"
+            elif reply is not None:
+                state.set_final(reply)
+        if reason is None:
+            state.finish(ended=True)
+            return
+        state.finish(ended=False)  # nothing recorded: no final, nothing streamed
+        if content or ended:
+            self.on_skip(reason)
+
+    def closed(self) -> None:
+        """The response was closed: by the library's own read, which ends the
+        body (then the read itself finishes, after its last bytes), or by the
+        caller, which ends it here with what arrived."""
+        if not self.running:
+            self.finish(ended=False)
+
+    # -- the tapped readers --------------------------------------------------
+
+    def iterate(self, inner: Iterator[Any]) -> Iterator[Any]:
+        try:
+            while True:
+                self.running += 1
+                try:
+                    chunk = next(inner)
+                except StopIteration:
+                    break
+                finally:
+                    self.running -= 1
+                self.feed(chunk)
+                yield chunk
+        except GeneratorExit:
+            try:
+                close = getattr(inner, "close", None)
+                if close is not None:
+                    close()
+            finally:
+                self.finish(ended=False)
+            raise
+        except BaseException:
+            self.finish(ended=False)
+            raise
+        self.finish(ended=True)
+
+    async def aiterate(self, inner: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        try:
+            while True:
+                self.running += 1
+                try:
+                    chunk = await inner.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    self.running -= 1
+                self.feed(chunk)
+                yield chunk
+        except GeneratorExit:
+            try:
+                aclose = getattr(inner, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            finally:
+                self.finish(ended=False)
+            raise
+        except BaseException:
+            self.finish(ended=False)
+            raise
+        self.finish(ended=True)
+
+
+_TAPPED = ("iter_bytes", "aiter_bytes", "close", "aclose")
+
+
+def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip) -> str | None:
+    """Call ``on_done(message)`` once with the reply held by the raw response *raw*.
+
+    Returns ``None`` when the reply is (or will be) recorded, else why it cannot
+    be, for the caller to report; a body that turns out not to hold a reply
+    once read is reported through ``on_skip(reason)``. *raw* and the httpx response inside it keep
+    their type and behaviour; only the httpx response's byte readers gain a
+    listener.
+    """
+    http = getattr(raw, "http_response", None)
+    if http is None:
+        return f"{type(raw).__qualname__} has no http_response"
+    sse = _SSE in _content_type(http)
+    content = _read_content(http)
+    if content is not None:
+        body = _Body(on_done, on_skip, sse)
+        body.feed(content)
+        body.finish(ended=True)
+        return None
+    attributes = getattr(http, "__dict__", None)
+    if not isinstance(attributes, dict):
+        return f"{type(http).__qualname__} cannot be observed"
+    if any(name in attributes for name in _TAPPED):
+        return "its body readers were replaced by someone else"
+    cls = type(http)
+    missing = [name for name in _TAPPED if not callable(getattr(cls, name, None))]
+    if missing:
+        return f"{cls.__qualname__} has no {', '.join(missing)}"
+    _tap(http, cls, _Body(on_done, on_skip, sse))
+    return None
+
+
+def _tap(http: Any, cls: type, body: _Body) -> None:
+    # Closures over a weak reference: the response must not keep itself alive
+    # through its own attributes (that would leave it to the cycle collector).
+    ref = weakref.ref(http)
+    iter_bytes, aiter_bytes, close, aclose = (getattr(cls, name) for name in _TAPPED)
+
+    def tapped_iter_bytes(chunk_size: int | None = None) -> Iterator[bytes]:
+        return body.iterate(iter_bytes(ref(), chunk_size))
+
+    def tapped_aiter_bytes(chunk_size: int | None = None) -> AsyncIterator[bytes]:
+        return body.aiterate(aiter_bytes(ref(), chunk_size))
+
+    def tapped_close() -> None:
+        try:
+            close(ref())
+        finally:
+            body.closed()
+
+    async def tapped_aclose() -> None:
+        try:
+            await aclose(ref())
+        finally:
+            body.closed()
+
+    http.iter_bytes = tapped_iter_bytes
+    http.aiter_bytes = tapped_aiter_bytes
+    http.close = tapped_close
+    http.aclose = tapped_aclose
+    # Dropped unread and unclosed: nothing arrived, nothing to record; dropped
+    # half-read: the reader's generator finishes the body when it is collected.
