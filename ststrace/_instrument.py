@@ -32,9 +32,22 @@ INTEGRATIONS = {
     "anthropic": "ststrace.integrations.anthropic",
     "huggingface_hub": "ststrace.integrations.huggingface_hub",
     "litellm": "ststrace.integrations.litellm",
+    "openai_agents": "ststrace.integrations.openai_agents",
 }
-_ALIASES = {"hf": "huggingface_hub", "huggingface-hub": "huggingface_hub", "huggingface": "huggingface_hub"}
-_EXTRAS = {"openai": "openai", "anthropic": "anthropic", "huggingface_hub": "hf", "litellm": "litellm"}
+_ALIASES = {
+    "hf": "huggingface_hub",
+    "huggingface-hub": "huggingface_hub",
+    "huggingface": "huggingface_hub",
+    "openai-agents": "openai_agents",
+    "agents": "openai_agents",
+}
+_EXTRAS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "huggingface_hub": "hf",
+    "litellm": "litellm",
+    "openai_agents": "agents",
+}
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -88,13 +101,20 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _library_version(library: str, module: ModuleType) -> str:
+def _library_version(library: str, module: ModuleType, distribution: str | None = None) -> str:
+    from importlib.metadata import version as dist_version
+
+    if distribution is not None:
+        # An import name shared by unrelated projects (``agents``): only the
+        # named distribution counts.
+        try:
+            return dist_version(distribution)
+        except Exception:
+            return "0"
     version = getattr(module, "__version__", None)
     if isinstance(version, str):
         return version
     try:
-        from importlib.metadata import version as dist_version
-
         return dist_version(library.replace("_", "-"))
     except Exception:
         return "0"
@@ -190,14 +210,15 @@ def _on_import(key: str) -> Callable[[ModuleType], None]:
 
 
 def _apply(key: str, spec: Any, module: ModuleType) -> None:
-    version = _library_version(spec.LIBRARY, module)
+    version = _library_version(spec.LIBRARY, module, getattr(spec, "DISTRIBUTION", None))
     if _version_tuple(version) < spec.MIN_VERSION:
         need = ".".join(map(str, spec.MIN_VERSION))
         raise _UnsupportedVersion(f"cannot instrument {key} {version}: ststrace needs {key} >= {need}")
     # Resolve every target before touching any, so a moved method leaves
     # nothing half-patched.
     patches: list[_Patch] = []
-    for module_name, path in spec.TARGETS:
+    factories: list[Callable[[_Patch], _Wrapper]] = []
+    for module_name, path, *custom in spec.TARGETS:
         try:
             owner: Any = importlib.import_module(module_name)
             *parents, attr = path.split(".")
@@ -211,8 +232,10 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         if not callable(original):
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
         patches.append(_Patch(owner, attr, original))
-    for patch in patches:
-        patch.wrapper = wrapt.FunctionWrapper(patch.original, _llm_patch(patch))
+        # A target may name its own wrapper factory (a runner, not a model call).
+        factories.append(custom[0] if custom else _llm_patch)
+    for patch, factory in zip(patches, factories):
+        patch.wrapper = wrapt.FunctionWrapper(patch.original, factory(patch))
         setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
     _wanted.discard(key)

@@ -366,7 +366,8 @@ def test_minimum_versions_match_the_extras() -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     for key, module in INTEGRATIONS.items():
         spec = importlib.import_module(module)
-        requirement = next(r for r in extras[_EXTRAS[key]] if r.replace("-", "_").startswith(spec.LIBRARY))
+        name = getattr(spec, "DISTRIBUTION", spec.LIBRARY).replace("-", "_")
+        requirement = next(r for r in extras[_EXTRAS[key]] if r.replace("-", "_").startswith(name))
         floor = re.search(r">=\s*([\d.]+)", requirement)
         assert floor is not None, requirement
         assert tuple(int(p) for p in floor.group(1).split(".")) == spec.MIN_VERSION, (key, requirement)
