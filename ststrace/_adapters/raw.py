@@ -158,12 +158,16 @@ class _Body:
         if content or ended:
             self.on_skip(reason)
 
-    def closed(self) -> None:
+    def closed(self, consumed: bool) -> None:
         """The response was closed: by the library's own read, which ends the
         body (then the read itself finishes, after its last bytes), or by the
-        caller, which ends it here with what arrived."""
-        if not self.running:
-            self.finish(ended=False)
+        caller, which ends it here with what arrived. *consumed*: the body was
+        read, by whatever means."""
+        if self.running or self.state.done:
+            return
+        if consumed and not self.seen:
+            self.on_skip("its body was read undecoded (iter_raw), which ststrace does not read")
+        self.finish(ended=False)
 
     # -- the tapped readers --------------------------------------------------
 
@@ -265,17 +269,20 @@ def _tap(http: Any, cls: type, body: _Body) -> None:
     def tapped_aiter_bytes(chunk_size: int | None = None) -> AsyncIterator[bytes]:
         return body.aiterate(aiter_bytes(ref(), chunk_size))
 
+    def consumed() -> bool:
+        return getattr(ref(), "is_stream_consumed", False) is True
+
     def tapped_close() -> None:
         try:
             close(ref())
         finally:
-            body.closed()
+            body.closed(consumed())
 
     async def tapped_aclose() -> None:
         try:
             await aclose(ref())
         finally:
-            body.closed()
+            body.closed(consumed())
 
     http.iter_bytes = tapped_iter_bytes
     http.aiter_bytes = tapped_aiter_bytes
