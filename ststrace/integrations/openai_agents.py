@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Any
 
 from ststrace import _records
+from ststrace._adapters import input_messages
 from ststrace._adapters._common import get, parts_text
 from ststrace._context import current
 from ststrace._encode import content_text
@@ -39,10 +40,15 @@ class _Run:
     """One runner invocation inside a session: which tool calls were already
     open when it started, so only its own are closed at its end."""
 
-    __slots__ = ("session", "before")
+    __slots__ = ("session", "before", "agent", "input")
 
-    def __init__(self, session: Session) -> None:
+    def __init__(self, session: Session, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.session = session
+        # (starting_agent, input) as the runner takes them; kept to record the
+        # run's prompt if it fails before any model call (a guardrail that does
+        # not run in parallel).
+        self.agent = kwargs.get("starting_agent", args[0] if args else None)
+        self.input = kwargs.get("input", args[1] if len(args) > 1 else None)
         with session._state_lock:
             self.before = frozenset(session._pending)
 
@@ -65,13 +71,28 @@ class _Run:
                 session._emit(_records.tool_result(call_id, _output_text(get(raw, "output"))))
         if exc is None:
             return
+        self._record_prompt()
         what = _describe(exc)
         with session._state_lock:
             open_calls = [cid for cid in session._pending if cid not in self.before]
         for call_id in open_calls:
             if session._answer(call_id):
-                session._emit(_records.tool_result(call_id, f"Error: not run; {what}"))
+                session._emit(_records.tool_result(call_id, f"Error: {what}"))
         session._emit(_records.message("system", what))
+
+
+    def _record_prompt(self) -> None:
+        """The run's instructions and input, unless a model call recorded them
+        already (the session's conversation matching leaves them out then)."""
+        instructions = getattr(self.agent, "instructions", None)
+        kwargs: dict[str, Any] = {"input": self.input}
+        if isinstance(instructions, str) and instructions:
+            kwargs["instructions"] = instructions
+        if not isinstance(self.input, (str, list)):
+            return
+        messages = input_messages((), kwargs)
+        if messages:
+            self.session._record_inputs(messages)
 
 
 def _output_text(output: Any) -> str:
@@ -115,12 +136,12 @@ def _error_items(exc: BaseException) -> Any:
     return get(getattr(exc, "run_data", None), "new_items")
 
 
-def _begin(patch: Any) -> _Run | None:
+def _begin(patch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Run | None:
     session = current.get()
     if session is None or not patch.active:
         return None
     try:
-        return _Run(session)
+        return _Run(session, args, kwargs)
     except Exception as exc:
         internal_error(exc, "openai-agents run start")
         return None
@@ -130,7 +151,7 @@ def run_wrapper(patch: Any) -> _Wrapper:
     """``AgentRunner.run`` (async)."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        run = _begin(patch)
+        run = _begin(patch, args, kwargs)
         coro = wrapped(*args, **kwargs)
         if run is None:
             return coro
@@ -154,7 +175,7 @@ def run_streamed_wrapper(patch: Any) -> _Wrapper:
     by ``stream_events()``."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        run = _begin(patch)
+        run = _begin(patch, args, kwargs)
         result = wrapped(*args, **kwargs)
         if run is not None:
             try:
