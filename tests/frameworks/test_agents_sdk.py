@@ -369,3 +369,26 @@ def test_failed_model_call_ends_the_trace(fake_api: FakeAPI, instrumented_all: N
         result("call_weather01", WEATHER_RESULT),
         {"role": "system", "content": "The agent run failed: InternalServerError: Error code: 500 - boom"},
     ]
+
+
+def test_tool_error_that_stops_the_run_answers_the_call(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path
+) -> None:
+    """A tool whose error stops the run (``failure_error_function=None``): its
+    call is answered with an error result, then the run's failure is noted."""
+    reply = weather_call(fake_api)
+
+    @function_tool(failure_error_function=None)
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        raise RuntimeError("weather service down")
+
+    path = new_trace(tmp_path)
+    with Session(path):
+        with pytest.raises(Exception, match="weather service down") as caught:
+            Runner.run_sync(weather_agent(fake_api, [get_weather]), USER)
+    messages = recorded(path)
+    assert messages[:3] == [*INPUTS, reply]
+    note = messages[4]["content"]
+    assert note.startswith(f"The agent run failed: {type(caught.value).__name__}: ") and "weather service down" in note
+    assert messages[3:] == [result("call_weather01", f"Error: {note}"), {"role": "system", "content": note}]
