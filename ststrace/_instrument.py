@@ -16,7 +16,7 @@ import importlib.util
 import inspect
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from types import ModuleType
 from typing import Any
 
@@ -233,7 +233,8 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
         patches.append(_Patch(owner, attr, original))
         # A target may name its own wrapper factory (a runner, not a model call).
-        factories.append(custom[0] if custom else _llm_patch)
+        factory = custom[0] if custom else _llm_patch
+        factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
     for patch, factory in zip(patches, factories):
         patch.wrapper = wrapt.FunctionWrapper(patch.original, factory(patch))
         setattr(patch.owner, patch.attr, patch.wrapper)
@@ -386,6 +387,67 @@ def _llm_patch(patch: _Patch) -> _Wrapper:
         return _settle(call, result, patch)
 
     return wrapper
+
+
+#: Request paths of model calls (openai Chat Completions and Responses, anthropic Messages).
+_MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
+
+
+def _model_request_body(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON body of a ``request(cast_to, options, ...)`` that is a model call, else ``None``."""
+    options = kwargs["options"] if "options" in kwargs else (args[1] if len(args) > 1 else None)
+    method = getattr(options, "method", None)
+    url = getattr(options, "url", None)
+    if not isinstance(method, str) or method.lower() != "post" or not isinstance(url, str):
+        return None
+    if not url.split("?", 1)[0].rstrip("/").endswith(_MODEL_PATHS):
+        return None
+    body = getattr(options, "json_data", None)
+    return body if isinstance(body, Mapping) else None
+
+
+def _request_patch(patch: _Patch) -> _Wrapper:
+    """The wrapper of a client's ``request()``, a safety net under the method
+    patches: it records a model call they did not see, i.e. one made through a
+    reference taken before ``instrument()`` (``with_raw_response`` wrappers,
+    which the SDKs cache per client, or a saved ``client.chat.completions.create``).
+    A call they record runs with ``in_llm_call`` set, and this steps aside."""
+    if _is_async(patch.original):
+
+        def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            session = current.get()
+            if session is None or in_llm_call.get() or not patch.active:
+                return wrapped(*args, **kwargs)
+            body = _model_request_body(args, kwargs)
+            coro = wrapped(*args, **kwargs)
+            if body is None:
+                return coro
+            call = _begin_llm(session, None, True, (), body)
+            if call is None:
+                return coro
+            return _run_async(coro, call, patch)
+
+        return async_wrapper
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        session = current.get()
+        if session is None or in_llm_call.get() or not patch.active:
+            return wrapped(*args, **kwargs)
+        body = _model_request_body(args, kwargs)
+        call = None if body is None else _begin_llm(session, None, True, (), body)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        token = in_llm_call.set(True)
+        try:
+            result = wrapped(*args, **kwargs)
+        finally:
+            in_llm_call.reset(token)
+        return _settle(call, result, patch)
+
+    return wrapper
+
+
+_FACTORIES: dict[str, Callable[[_Patch], _Wrapper]] = {"request": _request_patch}
 
 
 async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:

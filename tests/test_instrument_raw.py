@@ -33,6 +33,7 @@ from test_instrument_helpers import (  # noqa: E402
     USER,
     assistants,
     chat_messages,
+    instrumented,
     new_trace,
     normalised,
     patched,
@@ -327,3 +328,48 @@ def test_outside_a_session_nothing_is_touched(openai_sync: Any, patched: None) -
     with openai_sync.chat.completions.with_streaming_response.create(**chat(openai_sync, stream=True)) as r:
         assert "iter_bytes" not in vars(r.http_response)
         r.read()
+
+
+# --------------------------------------------------------------------------- references taken before instrument()
+
+
+def test_raw_wrapper_cached_before_instrument_is_recorded(openai_sync: Any, tmp_path: Path) -> None:
+    """The SDK caches ``with_raw_response`` per client, holding the method it
+    wrapped: one first used before ``instrument()`` bypasses the method patch.
+    The request-level safety net records it anyway, once."""
+    stale_raw = openai_sync.chat.completions.with_raw_response
+    stale_streaming = openai_sync.responses.with_streaming_response
+    stale_create = openai_sync.chat.completions.create
+    stale_raw.create(**chat(openai_sync)).parse()  # used uninstrumented: cached
+    path = new_trace(tmp_path)
+    with instrumented("openai"):
+        assert openai_sync.chat.completions.with_raw_response is stale_raw
+        with Session(path):
+            stale_raw.create(**chat(openai_sync)).parse()
+            with stale_streaming.create(model=MODEL, instructions=SYSTEM, input=USER, stream=True) as r:
+                for _ in r.iter_lines():
+                    pass
+            stale_create(model=MODEL, messages=chat_messages())
+    assert recorded(path) == [*INPUTS, tool_reply(), text_reply(), text_reply()]
+
+
+async def test_async_raw_wrapper_cached_before_instrument_is_recorded(anthropic_async: Any, tmp_path: Path) -> None:
+    """The same for the async anthropic client."""
+    stale = anthropic_async.messages.with_raw_response
+    await stale.create(**messages())
+    path = new_trace(tmp_path)
+    with instrumented("anthropic"):
+        async with Session(path):
+            raw = await stale.create(**messages())
+            assert type(await raw.parse()) is Message
+    assert recorded(path) == [*INPUTS, tool_reply("toolu_")]
+
+
+def test_non_model_requests_are_not_recorded(openai_sync: Any, fake_api: FakeAPI, patched: None, tmp_path: Path) -> None:
+    """The safety net only looks at model endpoints: another request (here a
+    ``models.list`` the fake server refuses) records nothing."""
+    path = new_trace(tmp_path)
+    with Session(path):
+        with pytest.raises(openai.NotFoundError):
+            openai_sync.models.list()
+    assert recorded(path) == []
