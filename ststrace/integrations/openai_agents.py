@@ -18,6 +18,7 @@ calls ``responses.create``, ``responses.with_streaming_response.create`` or
 
 from __future__ import annotations
 
+import weakref
 from typing import Any
 
 from ststrace import _records
@@ -35,12 +36,15 @@ MIN_VERSION = (0, 2)
 _Wrapper = Any
 _ATTR = "_ststrace_run"
 
+#: The runs going on in each session (to tell whether a run had the session to itself).
+_active: weakref.WeakKeyDictionary[Session, set[_Run]] = weakref.WeakKeyDictionary()
+
 
 class _Run:
     """One runner invocation inside a session: which tool calls were already
     open when it started, so only its own are closed at its end."""
 
-    __slots__ = ("session", "before", "agent", "input")
+    __slots__ = ("session", "before", "agent", "input", "alone")
 
     def __init__(self, session: Session, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.session = session
@@ -49,16 +53,25 @@ class _Run:
         # not run in parallel).
         self.agent = kwargs.get("starting_agent", args[0] if args else None)
         self.input = kwargs.get("input", args[1] if len(args) > 1 else None)
+        self.alone = True  # no other run in this session overlapped this one
         with session._state_lock:
             self.before = frozenset(session._pending)
+            runs = _active.get(session)
+            if runs is None:
+                runs = _active[session] = set()
+            for other in runs:
+                other.alone = self.alone = False
+            runs.add(self)
 
-    def finish(self, items: Any, exc: BaseException | None) -> None:
+    def finish(self, items: Any, exc: BaseException | None, responses: Any = None) -> None:
         try:
-            self._finish(items, exc)
+            with self.session._state_lock:
+                _active.get(self.session, set()).discard(self)
+            self._finish(items, exc, responses)
         except Exception as err:
             internal_error(err, "openai-agents run end")
 
-    def _finish(self, items: Any, exc: BaseException | None) -> None:
+    def _finish(self, items: Any, exc: BaseException | None, responses: Any) -> None:
         session = self.session
         if session.closed:
             return
@@ -73,8 +86,16 @@ class _Run:
             return
         self._record_prompt()
         what = _describe(exc)
+        mine = _call_ids(responses) or set()
         with session._state_lock:
-            open_calls = [cid for cid in session._pending if cid not in self.before]
+            if self.alone:
+                # The calls that appeared since the run started (its model
+                # responses miss the turn that failed).
+                open_calls = [cid for cid in session._pending if cid not in self.before]
+            else:
+                # Other runs share the session: only calls this run's own
+                # responses hold, so no other run's call is closed.
+                open_calls = [cid for cid in session._pending if cid in mine]
         for call_id in open_calls:
             if session._answer(call_id):
                 session._emit(_records.tool_result(call_id, f"Error: {what}"))
@@ -93,6 +114,19 @@ class _Run:
         messages = input_messages((), kwargs)
         if messages:
             self.session._record_inputs(messages)
+
+
+def _call_ids(responses: Any) -> set[str] | None:
+    """Tool-call ids in a run's ``ModelResponse`` list, or ``None`` if unknown."""
+    if not isinstance(responses, (list, tuple)):
+        return None
+    ids: set[str] = set()
+    for response in responses:
+        for item in get(response, "output") or ():
+            call_id = get(item, "call_id")
+            if isinstance(call_id, str):
+                ids.add(call_id)
+    return ids
 
 
 def _output_text(output: Any) -> str:
@@ -136,6 +170,10 @@ def _error_items(exc: BaseException) -> Any:
     return get(getattr(exc, "run_data", None), "new_items")
 
 
+def _error_responses(exc: BaseException) -> Any:
+    return get(getattr(exc, "run_data", None), "raw_responses")
+
+
 def _begin(patch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Run | None:
     session = current.get()
     if session is None or not patch.active:
@@ -164,7 +202,7 @@ async def _run(coro: Any, run: _Run) -> Any:
     try:
         result = await coro
     except BaseException as exc:
-        run.finish(_error_items(exc), exc)
+        run.finish(_error_items(exc), exc, _error_responses(exc))
         raise
     run.finish(getattr(result, "new_items", None), None)
     return result
@@ -214,7 +252,8 @@ async def _events(events: Any, result: Any, run: _Run) -> Any:
         raise
     except BaseException as exc:
         items = _error_items(exc) or getattr(result, "new_items", None)
-        run.finish(items, exc)
+        responses = _error_responses(exc)
+        run.finish(items, exc, responses if responses is not None else getattr(result, "raw_responses", None))
         raise
     run.finish(getattr(result, "new_items", None), None)
 

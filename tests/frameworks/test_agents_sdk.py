@@ -322,13 +322,19 @@ def no_answers(ctx: Any, agent: Any, output: Any) -> GuardrailFunctionOutput:
     return GuardrailFunctionOutput(output_info="answers are not allowed", tripwire_triggered=True)
 
 
-def test_input_guardrail_tripwire(fake_api: FakeAPI, instrumented_all: None, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_input_guardrail_tripwire(fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, streamed: bool) -> None:
     """A blocking input guardrail trips before any model call: the trace still
     holds the prompt, then says which guardrail stopped the run and why."""
     path = new_trace(tmp_path)
-    with Session(path):
+    agent = weather_agent(fake_api, input_guardrails=[no_weather])
+    async with Session(path):
         with pytest.raises(InputGuardrailTripwireTriggered):
-            Runner.run_sync(weather_agent(fake_api, input_guardrails=[no_weather]), USER)
+            if streamed:
+                async for _ in Runner.run_streamed(agent, USER).stream_events():
+                    pass
+            else:
+                await Runner.run(agent, USER)
     assert fake_api.requests == []
     assert recorded(path) == [
         *INPUTS,
