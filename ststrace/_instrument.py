@@ -1,6 +1,11 @@
 """``instrument()`` / ``uninstrument()``: patch the official client libraries so
 their model calls record like ``@llm`` does.
 
+Calls made through ``with_raw_response`` / ``with_streaming_response`` hand the
+caller the HTTP response; their reply is recorded from the body bytes as the
+caller reads them (:mod:`ststrace._adapters.raw`). Integrations may also wrap
+something that is not a model call (an agent runner) with their own wrapper.
+
 Patching uses wrapt. A library that is not imported yet is patched lazily by a
 post-import hook, so ``instrument()`` costs nothing for libraries the program
 never uses. Every patch re-checks for a current session on each call and steps
@@ -134,7 +139,8 @@ def instrument(*names: str) -> list[str]:
     """Patch the named client libraries (all supported ones when no name is given).
 
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
-    ``"litellm"``. Asked by name, a library is imported and patched now; one
+    ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
+    an OpenAI Agents SDK run ends; its model calls are openai's). Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
     imported are patched now, installed ones when the program imports them, and

@@ -38,9 +38,11 @@ from agents import (  # noqa: E402
 
 import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
+from ststrace._instrument import instrumented as patched_now  # noqa: E402
 from ststrace._testing import DEFAULT_TOOL_CALLS, FakeAPI, ScriptedToolCall  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     INPUTS,
+    instrumented,
     MODEL,
     PREAMBLE,
     REASONING_ANSWER,
@@ -398,3 +400,21 @@ def test_tool_error_that_stops_the_run_answers_the_call(
     note = messages[4]["content"]
     assert note.startswith(f"The agent run failed: {type(caught.value).__name__}: ") and "weather service down" in note
     assert messages[3:] == [result("call_weather01", f"Error: {note}"), {"role": "system", "content": note}]
+
+
+def test_instrument_by_name_and_undo(fake_api: FakeAPI, tmp_path: Path) -> None:
+    """``instrument("openai-agents")`` patches the runner (and ``uninstrument``
+    restores it); with only that, the model calls themselves are not recorded,
+    but the run's end still is."""
+    assert ststrace.instrument("agents") == ["openai_agents"]
+    ststrace.uninstrument()
+    path = new_trace(tmp_path)
+    with instrumented("openai_agents"):
+        assert patched_now() == ["openai_agents"]
+        with Session(path):
+            with pytest.raises(MaxTurnsExceeded):
+                Runner.run_sync(weather_agent(fake_api), USER, max_turns=1)
+    assert recorded(path) == [
+        *INPUTS,
+        {"role": "system", "content": "The agent run stopped: Max turns (1) exceeded"},
+    ]
