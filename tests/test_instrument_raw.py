@@ -373,3 +373,74 @@ def test_non_model_requests_are_not_recorded(openai_sync: Any, fake_api: FakeAPI
         with pytest.raises(openai.NotFoundError):
             openai_sync.models.list()
     assert recorded(path) == []
+
+
+# --------------------------------------------------------------------------- the body reader itself
+
+
+class _Raw:
+    """What ``watch_raw_response`` needs of an SDK response: ``http_response``."""
+
+    def __init__(self, http: Any) -> None:
+        self.http_response = http
+
+
+def _pieces_stream(data: bytes, size: int) -> Any:
+    import httpx2
+
+    class Pieces(httpx2.SyncByteStream):
+        def __iter__(self) -> Any:
+            for i in range(0, len(data), size):
+                yield data[i : i + size]
+
+    return Pieces()
+
+
+def _watch(http: Any) -> tuple[list[dict[str, Any]], list[str], str | None]:
+    from ststrace._adapters.raw import watch_raw_response
+
+    done: list[dict[str, Any]] = []
+    skipped: list[str] = []
+    reason = watch_raw_response(_Raw(http), done.append, skipped.append)
+    return done, skipped, reason
+
+
+def test_sse_split_anywhere_and_crlf_lines_give_the_same_reply() -> None:
+    """SSE events cut at every byte boundary, with CRLF line ends, a comment and
+    a last event with no blank line after it: one reply, the whole of it."""
+    import httpx2
+
+    chunk = '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"%s"}}]}'
+    body = (
+        ": keep-alive\r\n\r\n"
+        + "".join(f"data: {chunk % piece}\r\n\r\n" for piece in ("Hel", "lo ", "wor"))
+        + f"data: {chunk % 'ld'}"
+    ).encode()
+    for size in (1, 3, 7, len(body)):
+        http = httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_pieces_stream(body, size))
+        done, skipped, reason = _watch(http)
+        assert reason is None
+        assert http.read() == body  # the caller's bytes, untouched
+        assert done == [{"role": "assistant", "content": "Hello world", "model": "m"}], size
+        assert skipped == []
+
+
+def test_json_body_that_is_not_a_reply_is_reported() -> None:
+    """A body ststrace cannot read as a reply is reported (not recorded as an
+    empty message); an error event in a stream is not a reply either."""
+    import httpx2
+
+    done, skipped, reason = _watch(httpx2.Response(200, json={"object": "list", "data": []}))
+    assert (done, reason) == ([], None)
+    assert skipped == ["its body is not a model reply ststrace understands"]
+    http = httpx2.Response(200, headers={"content-type": "text/event-stream"}, stream=_pieces_stream(b'event: error\ndata: {"type":"error","message":"x"}\n\n', 5))
+    done, skipped, _ = _watch(http)
+    http.read()
+    assert done == [] and skipped == []  # a failed call (the SDK raises the error): no reply
+
+
+def test_a_response_without_http_response_is_reported() -> None:
+    """Something named like an SDK response but without a body cannot be watched."""
+    from ststrace._adapters.raw import watch_raw_response
+
+    assert watch_raw_response(object(), lambda m: None, lambda r: None) == "object has no http_response"

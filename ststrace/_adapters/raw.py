@@ -56,9 +56,14 @@ class _Body:
     """Parses the body bytes as they pass and feeds one :class:`StreamState`."""
 
     def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool) -> None:
-        self.state = StreamState(on_done, None, started=True)
+        # SSE events go through the stream accumulators; a JSON body is one
+        # reply, converted once at its end.
+        self.state = StreamState(on_done, None, started=True) if sse else None
+        self.on_done = on_done
         self.on_skip = on_skip
         self.sse = sse
+        self.done = False
+        self.failed = False  # an SSE error event arrived
         self.seen = 0  # bytes that passed through
         self.running = 0  # >0 while the client library is producing the next chunk
         self._line = bytearray()  # an SSE line not ended yet / the whole JSON body
@@ -67,7 +72,7 @@ class _Body:
     # -- feeding -----------------------------------------------------------
 
     def feed(self, chunk: Any) -> None:
-        if self.state.done or not isinstance(chunk, (bytes, bytearray)):
+        if self.done or not isinstance(chunk, (bytes, bytearray)):
             return
         try:
             self.seen += len(chunk)
@@ -108,54 +113,61 @@ class _Body:
             event = orjson.loads(data)
         except orjson.JSONDecodeError:
             return  # not JSON: not a model event; the SDK decides what it means
-        if not isinstance(event, dict) or event.get("type") == "error" or (
-            "error" in event and "choices" not in event
-        ):
-            return  # an error event: the SDK raises it to the caller, no reply
-        self.state.add(event)
+        if not isinstance(event, dict):
+            return
+        if event.get("type") == "error" or ("error" in event and "choices" not in event):
+            # An error event: the SDK raises it to the caller, as a failed
+            # stream; what arrived before it is all there is.
+            self.failed = True
+            return
+        if self.state is not None:
+            self.state.add(event)
 
     # -- ending ------------------------------------------------------------
 
     def finish(self, ended: bool) -> None:
+        """End the body, once: record the reply (or say why there is none)."""
+        if self.done:
+            return
+        self.done = True
+        content, self._line = bytes(self._line), bytearray()
         state = self.state
-        if state.done:
+        if state is None:
+            self.json_body(content, ended)
             return
         try:
-            if self.sse:
-                if ended and self._line:
-                    self._line_done(bytes(self._line).rstrip(b"\r"))
-                if ended:
-                    self._dispatch()  # a last event with no blank line after it
-            else:
-                self._finish_json(ended)
-                return
-            self._line = bytearray()
+            if ended:
+                if content:
+                    self._line_done(content.rstrip(b"\r"))
+                self._dispatch()  # a last event with no blank line after it
             self._data = []
         except Exception:
             internal_error("raw response body")
-        state.finish(ended)
+        state.finish(ended and not self.failed)
 
-    def _finish_json(self, ended: bool) -> None:
-        state = self.state
-        content, self._line = bytes(self._line), bytearray()
+    def json_body(self, content: bytes, ended: bool) -> None:
+        """Record the reply a JSON body holds; *ended*: the body was read whole."""
+        self.done = True
+        message = None
         reason = None
         if not content:
-            reason = "its body was never read" if not ended else "its body is empty"
+            reason = "its body is empty" if ended else None  # never read: no reply arrived
         else:
             try:
-                reply = orjson.loads(content)
+                message = convert(orjson.loads(content))
             except orjson.JSONDecodeError:
-                reply = None
                 reason = "its body is not JSON" if ended else "its body was not read to the end"
-            if reply is not None and convert(reply) is None:
+            except Exception:
+                internal_error("raw response body")
+                return
+            if message is None and reason is None:
                 reason = "its body is not a model reply ststrace understands"
-            elif reply is not None:
-                state.set_final(reply)
-        if reason is None:
-            state.finish(ended=True)
-            return
-        state.finish(ended=False)  # nothing recorded: no final, nothing streamed
-        if content or ended:
+        if message is not None:
+            try:
+                self.on_done(message)
+            except Exception:
+                internal_error("raw response on_done callback")
+        elif reason is not None:
             self.on_skip(reason)
 
     def closed(self, consumed: bool) -> None:
@@ -163,7 +175,7 @@ class _Body:
         body (then the read itself finishes, after its last bytes), or by the
         caller, which ends it here with what arrived. *consumed*: the body was
         read, by whatever means."""
-        if self.running or self.state.done:
+        if self.running or self.done:
             return
         if consumed and not self.seen:
             self.on_skip("its body was read undecoded (iter_raw), which ststrace does not read")
@@ -241,8 +253,11 @@ def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip) -> str | None
     content = _read_content(http)
     if content is not None:
         body = _Body(on_done, on_skip, sse)
-        body.feed(content)
-        body.finish(ended=True)
+        if sse:
+            body.feed(content)
+            body.finish(ended=True)
+        else:
+            body.json_body(content, ended=True)
         return None
     attributes = getattr(http, "__dict__", None)
     if not isinstance(attributes, dict):
