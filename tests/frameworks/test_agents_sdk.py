@@ -211,13 +211,21 @@ def test_second_run_with_history_records_only_what_is_new(
     assert recorded(path) == [*full_run(fake_api), {"role": "user", "content": "Thanks!"}, text]
 
 
-def test_traced_tool_records_one_call_and_one_result(fake_api: FakeAPI, instrumented_all: None, tmp_path: Path) -> None:
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "run_streamed"])
+async def test_traced_tool_records_one_call_and_one_result(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, streamed: bool
+) -> None:
     """ststrace's ``@tool`` under ``@function_tool``: the result is recorded
     when the tool runs, with the provider's id; nothing is duplicated."""
     reply = weather_call(fake_api)
     path = new_trace(tmp_path)
-    with Session(path):
-        Runner.run_sync(weather_agent(fake_api, [get_weather_traced]), USER)
+    agent = weather_agent(fake_api, [get_weather_traced])
+    async with Session(path):
+        if streamed:
+            async for _ in Runner.run_streamed(agent, USER).stream_events():
+                pass
+        else:
+            await Runner.run(agent, USER)
     assert recorded(path) == [*INPUTS, reply, result("call_weather01", WEATHER_RESULT), answer(fake_api, WEATHER_RESULT)]
 
 

@@ -290,3 +290,26 @@ def test_arguments_are_the_providers_text(fake_api: FakeAPI, instrumented_all: N
     calls = recorded(path)[2]["toolCalls"]
     assert [c["function"]["arguments"] for c in calls] == [WEATHER_ARGS, TIME_ARGS]
     assert recorded(path)[2]["content"] == PREAMBLE
+
+
+@pytest.mark.parametrize("responses_api", [False, True], ids=["chat", "responses"])
+def test_include_response_headers_streams_through_raw_responses(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, responses_api: bool
+) -> None:
+    """``include_response_headers=True`` makes ``.stream()`` go through
+    ``with_raw_response.create(stream=True).parse()``: still one reply per call,
+    and the headers still reach LangChain."""
+    llm = model(fake_api, include_response_headers=True, use_responses_api=responses_api)
+    path = new_trace(tmp_path)
+    with Session(path):
+        chunks = list(llm.stream([SystemMessage(SYSTEM), HumanMessage(USER)]))
+        invoked = llm.invoke([SystemMessage(SYSTEM), HumanMessage(USER)])
+    assert any(c.response_metadata.get("headers", {}).get("x-request-id") for c in chunks)
+    assert invoked.response_metadata["headers"]["x-request-id"].startswith("req_fake")
+    reply = {
+        "role": "assistant",
+        "content": "Hello from the fake API.",
+        "reasoningContent": "A short greeting is enough here.",
+        "model": MODEL,
+    }
+    assert recorded(path) == [*INPUTS, reply, reply]
