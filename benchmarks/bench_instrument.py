@@ -11,7 +11,12 @@ text and two tool calls). Per call it times, with ``time.perf_counter_ns``:
   conversation is fingerprinted, the reply converted and one assistant line
   written per call), non-streamed and streamed (``stream=True``, consumed);
 - outside any session: uninstrumented vs instrumented (the patch only checks
-  for a session and calls through).
+  for a session and calls through);
+- frameworks, inside a ``Session``, when installed: a LangChain ``ChatOpenAI``
+  ``bind_tools(...).invoke`` (which goes through ``with_raw_response``, recorded
+  from the body bytes) and a whole OpenAI Agents SDK ``Runner.run_sync`` (two
+  Responses calls and two tool runs; instrumented as ``instrument()`` does:
+  openai plus the runner integration).
 
 The two variants of a pair are interleaved in short blocks, in alternating
 order, so drift in machine load hits both alike; the report gives medians, the
@@ -72,7 +77,9 @@ class Timings:
         self.cpu: list[int] = []
 
 
-def _time_pair(call: Callable[[], Any], iterations: int, warmup: int, block: int) -> tuple[Timings, Timings]:
+def _time_pair(
+    call: Callable[[], Any], iterations: int, warmup: int, block: int, names: tuple[str, ...] = ("openai",)
+) -> tuple[Timings, Timings]:
     """Uninstrumented and instrumented timings, interleaved in short blocks.
 
     Blocks rather than single calls: patching a class clears Python's method
@@ -88,7 +95,7 @@ def _time_pair(call: Callable[[], Any], iterations: int, warmup: int, block: int
         order = (False, True) if r % 2 == 0 else (True, False)
         for instrumented in order:
             if instrumented:
-                ststrace.instrument("openai")
+                ststrace.instrument(*names)
             call()
             into = traced if instrumented else plain
             for _ in range(block):
@@ -98,7 +105,7 @@ def _time_pair(call: Callable[[], Any], iterations: int, warmup: int, block: int
                 into.wall.append(w1 - w0)
                 into.cpu.append(c1 - c0)
             if instrumented:
-                ststrace.uninstrument("openai")
+                ststrace.uninstrument(*names)
     return plain, traced
 
 
@@ -124,6 +131,66 @@ def _report(name: str, plain: Timings, traced: Timings) -> float:
         f" {added_cpu:>+10.1f} {cpu_ratio * 100:>+9.2f}%  {verdict}"
     )
     return cpu_ratio
+
+
+def _framework_calls(api: FakeAPI, stack: ExitStack) -> dict[str, tuple[Callable[[], Any], tuple[str, ...], int]]:
+    """name -> (one call, libraries to instrument, fraction of the iterations), for the
+    frameworks that are installed."""
+    calls: dict[str, tuple[Callable[[], Any], tuple[str, ...], int]] = {}
+    try:
+        from langchain_core.tools import tool as lc_tool
+        from langchain_openai import ChatOpenAI
+    except ImportError:
+        print("(langchain-openai not installed: LangChain row skipped)")
+    else:
+
+        @lc_tool
+        def get_weather(city: str) -> str:
+            """Current weather for a city."""
+            return "Sunny, 21 C"
+
+        @lc_tool
+        def get_time(tz: str) -> str:
+            """Local time in an IANA time zone."""
+            return "15:00"
+
+        llm = ChatOpenAI(model="gpt-bench", base_url=api.openai_base_url, api_key="bench", max_retries=0)
+        bound = llm.bind_tools([get_weather, get_time])
+        calls["LangChain invoke"] = (lambda: bound.invoke(MESSAGES), ("openai",), 2)
+    try:
+        os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+        import agents
+    except ImportError:
+        print("(openai-agents not installed: Agents SDK row skipped)")
+    else:
+        agents.set_tracing_disabled(True)
+
+        @agents.function_tool(name_override="get_weather")
+        def get_weather_tool(city: str) -> str:
+            """Current weather for a city."""
+            return "Sunny, 21 C"
+
+        @agents.function_tool(name_override="get_time")
+        def get_time_tool(tz: str) -> str:
+            """Local time in an IANA time zone."""
+            return "15:00"
+
+        # run_sync runs on this thread's default event loop every time, so one
+        # async client serves every run.
+        client = openai.AsyncOpenAI(base_url=api.openai_base_url, api_key="bench", max_retries=0)
+        agent = agents.Agent(
+            name="weather",
+            instructions=MESSAGES[0]["content"],
+            tools=[get_weather_tool, get_time_tool],
+            model=agents.OpenAIResponsesModel(model="gpt-bench", openai_client=client),
+        )
+        question = MESSAGES[1]["content"]
+        calls["Agents SDK run_sync"] = (
+            lambda: agents.Runner.run_sync(agent, question),
+            ("openai", "openai_agents"),
+            8,
+        )
+    return calls
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -156,6 +223,10 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             pair = _time_pair(create_streamed, args.iterations // 2, args.warmup, args.block)
             ratios.append(_report("in session, stream=True", *pair))
+            for name, (call, names, share) in _framework_calls(api, stack).items():
+                gc.collect()
+                pair = _time_pair(call, max(args.block, args.iterations // share), args.warmup // share, args.block, names)
+                ratios.append(_report(name, *pair))
         gc.collect()
         _report("no session, create", *_time_pair(create, args.iterations, args.warmup, args.block))
         lines = sum(1 for _ in open(session.path, "rb"))

@@ -1,6 +1,11 @@
 """``instrument()`` / ``uninstrument()``: patch the official client libraries so
 their model calls record like ``@llm`` does.
 
+Calls made through ``with_raw_response`` / ``with_streaming_response`` hand the
+caller the HTTP response; their reply is recorded from the body bytes as the
+caller reads them (:mod:`ststrace._adapters.raw`). Integrations may also wrap
+something that is not a model call (an agent runner) with their own wrapper.
+
 Patching uses wrapt. A library that is not imported yet is patched lazily by a
 post-import hook, so ``instrument()`` costs nothing for libraries the program
 never uses. Every patch re-checks for a current session on each call and steps
@@ -24,7 +29,7 @@ import wrapt
 
 from ._context import current, in_llm_call
 from ._decorators import _ASYNC, _begin_llm, _kind, _LlmCall
-from ._errors import InstrumentationError, logger
+from ._errors import InstrumentationError, internal_error, logger
 
 #: Public name -> integration module (one per client library).
 INTEGRATIONS = {
@@ -32,13 +37,22 @@ INTEGRATIONS = {
     "anthropic": "ststrace.integrations.anthropic",
     "huggingface_hub": "ststrace.integrations.huggingface_hub",
     "litellm": "ststrace.integrations.litellm",
+    "openai_agents": "ststrace.integrations.openai_agents",
 }
-_ALIASES = {"hf": "huggingface_hub", "huggingface-hub": "huggingface_hub", "huggingface": "huggingface_hub"}
-_EXTRAS = {"openai": "openai", "anthropic": "anthropic", "huggingface_hub": "hf", "litellm": "litellm"}
-
-#: Header the openai / anthropic ``with_raw_response`` / ``with_streaming_response``
-#: wrappers add; such calls return the HTTP response for the caller to parse.
-_RAW_HEADER = "X-Stainless-Raw-Response"
+_ALIASES = {
+    "hf": "huggingface_hub",
+    "huggingface-hub": "huggingface_hub",
+    "huggingface": "huggingface_hub",
+    "openai-agents": "openai_agents",
+    "agents": "openai_agents",
+}
+_EXTRAS = {
+    "openai": "openai",
+    "anthropic": "anthropic",
+    "huggingface_hub": "hf",
+    "litellm": "litellm",
+    "openai_agents": "agents",
+}
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -92,13 +106,20 @@ def _version_tuple(text: str) -> tuple[int, ...]:
     return tuple(parts)
 
 
-def _library_version(library: str, module: ModuleType) -> str:
+def _library_version(library: str, module: ModuleType, distribution: str | None = None) -> str:
+    from importlib.metadata import version as dist_version
+
+    if distribution is not None:
+        # An import name shared by unrelated projects (``agents``): only the
+        # named distribution counts.
+        try:
+            return dist_version(distribution)
+        except Exception:
+            return "0"
     version = getattr(module, "__version__", None)
     if isinstance(version, str):
         return version
     try:
-        from importlib.metadata import version as dist_version
-
         return dist_version(library.replace("_", "-"))
     except Exception:
         return "0"
@@ -118,7 +139,8 @@ def instrument(*names: str) -> list[str]:
     """Patch the named client libraries (all supported ones when no name is given).
 
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
-    ``"litellm"``. Asked by name, a library is imported and patched now; one
+    ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
+    an OpenAI Agents SDK run ends; its model calls are openai's). Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
     imported are patched now, installed ones when the program imports them, and
@@ -194,14 +216,15 @@ def _on_import(key: str) -> Callable[[ModuleType], None]:
 
 
 def _apply(key: str, spec: Any, module: ModuleType) -> None:
-    version = _library_version(spec.LIBRARY, module)
+    version = _library_version(spec.LIBRARY, module, getattr(spec, "DISTRIBUTION", None))
     if _version_tuple(version) < spec.MIN_VERSION:
         need = ".".join(map(str, spec.MIN_VERSION))
         raise _UnsupportedVersion(f"cannot instrument {key} {version}: ststrace needs {key} >= {need}")
     # Resolve every target before touching any, so a moved method leaves
     # nothing half-patched.
     patches: list[_Patch] = []
-    for module_name, path in spec.TARGETS:
+    factories: list[Callable[[_Patch], _Wrapper]] = []
+    for module_name, path, *custom in spec.TARGETS:
         try:
             owner: Any = importlib.import_module(module_name)
             *parents, attr = path.split(".")
@@ -215,8 +238,11 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         if not callable(original):
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
         patches.append(_Patch(owner, attr, original))
-    for patch in patches:
-        patch.wrapper = wrapt.FunctionWrapper(patch.original, _llm_patch(patch))
+        # A target may name its own wrapper factory (a runner, not a model call).
+        factory = custom[0] if custom else _llm_patch
+        factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
+    for patch, factory in zip(patches, factories):
+        patch.wrapper = wrapt.FunctionWrapper(patch.original, factory(patch))
         setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
     _wanted.discard(key)
@@ -254,22 +280,71 @@ def instrumented() -> list[str]:
         return sorted(_patched)
 
 
-def _raw_requested(kwargs: Mapping[str, Any]) -> bool:
-    headers = kwargs.get("extra_headers")
-    if not headers or not isinstance(headers, Mapping):
-        return False
-    return _RAW_HEADER in headers or _RAW_HEADER.lower() in headers
-
-
 def _is_raw_response(result: Any) -> bool:
     # openai / anthropic LegacyAPIResponse, APIResponse, AsyncAPIResponse.
     return type(result).__name__.endswith("APIResponse")
 
 
-def _settle(call: _LlmCall, result: Any) -> Any:
+def _settle(call: _LlmCall, result: Any, patch: _Patch) -> Any:
     if _is_raw_response(result):
-        return result  # the body is the caller's to read
+        # ``with_raw_response`` / ``with_streaming_response``: the caller gets
+        # the very object back; the reply is recorded from its body bytes as
+        # they are read (however they are read).
+        try:
+            from ._adapters.raw import watch_raw_response
+
+            reason = watch_raw_response(result, call.record, lambda why: _unrecorded(patch, why))
+        except Exception as exc:
+            internal_error(exc, "raw response")
+            return result
+        if reason is not None:
+            _unrecorded(patch, reason)
+        return result
     return call.record_result(result)
+
+
+#: (method, call site) pairs already warned about: each is logged once.
+_warned: set[tuple[str, str]] = set()
+_MAX_WARNED = 4096
+#: Frames of these packages are not the user's call site.
+_NOT_CALL_SITES = ("ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2", "contextlib", "functools", "asyncio")
+
+
+def _method_name(patch: _Patch) -> str:
+    owner = patch.owner
+    module = getattr(owner, "__module__", "") or ""
+    return f"{module}.{getattr(owner, '__qualname__', owner)}.{patch.attr}"
+
+
+def _call_site() -> str:
+    try:
+        frame = sys._getframe(2)
+    except ValueError:
+        return "?"
+    while frame is not None:
+        module = frame.f_globals.get("__name__", "")
+        if not isinstance(module, str) or module.split(".", 1)[0] not in _NOT_CALL_SITES:
+            return f"{frame.f_code.co_filename}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return "?"
+
+
+def _unrecorded(patch: _Patch, reason: str) -> None:
+    """A model call in a session that ststrace saw but cannot record: say so,
+    once per method and call site (the rare path, so the stack walk is fine)."""
+    try:
+        method = _method_name(patch)
+        site = _call_site()
+        key = (method, site)
+        with _lock:
+            if key in _warned:
+                return
+            if len(_warned) >= _MAX_WARNED:
+                _warned.clear()
+            _warned.add(key)
+        logger.warning("ststrace: a call to %s (from %s) was not recorded: %s", method, site, reason)
+    except Exception as exc:
+        internal_error(exc, "instrumentation warning")
 
 
 def _is_async(original: Any) -> bool:
@@ -285,25 +360,24 @@ def _is_async(original: Any) -> bool:
 
 def _llm_patch(patch: _Patch) -> _Wrapper:
     """The wrapper of one client method: like ``@llm``, but it steps aside inside
-    a call that already records (an ``@llm`` function or another patch) and for
-    raw-response calls."""
+    a call that already records (an ``@llm`` function or another patch)."""
     if _is_async(patch.original):
 
         def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             session = current.get()
-            if session is None or in_llm_call.get() or not patch.active or _raw_requested(kwargs):
+            if session is None or in_llm_call.get() or not patch.active:
                 return wrapped(*args, **kwargs)
             coro = wrapped(*args, **kwargs)  # wrong arguments raise here, before anything is recorded
             call = _begin_llm(session, None, True, args, kwargs)
             if call is None:
                 return coro
-            return _run_async(coro, call)
+            return _run_async(coro, call, patch)
 
         return async_wrapper
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         session = current.get()
-        if session is None or in_llm_call.get() or not patch.active or _raw_requested(kwargs):
+        if session is None or in_llm_call.get() or not patch.active:
             return wrapped(*args, **kwargs)
         call = _begin_llm(session, None, True, args, kwargs)
         if call is None:
@@ -315,13 +389,74 @@ def _llm_patch(patch: _Patch) -> _Wrapper:
             in_llm_call.reset(token)
         if inspect.iscoroutine(result):
             # An async method the static check missed: record when awaited.
-            return _run_async(result, call)
-        return _settle(call, result)
+            return _run_async(result, call, patch)
+        return _settle(call, result, patch)
 
     return wrapper
 
 
-async def _run_async(coro: Any, call: _LlmCall) -> Any:
+#: Request paths of model calls (openai Chat Completions and Responses, anthropic Messages).
+_MODEL_PATHS = ("/chat/completions", "/responses", "/messages")
+
+
+def _model_request_body(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The JSON body of a ``request(cast_to, options, ...)`` that is a model call, else ``None``."""
+    options = kwargs["options"] if "options" in kwargs else (args[1] if len(args) > 1 else None)
+    method = getattr(options, "method", None)
+    url = getattr(options, "url", None)
+    if not isinstance(method, str) or method.lower() != "post" or not isinstance(url, str):
+        return None
+    if not url.split("?", 1)[0].rstrip("/").endswith(_MODEL_PATHS):
+        return None
+    body = getattr(options, "json_data", None)
+    return body if isinstance(body, Mapping) else None
+
+
+def _request_patch(patch: _Patch) -> _Wrapper:
+    """The wrapper of a client's ``request()``, a safety net under the method
+    patches: it records a model call they did not see, i.e. one made through a
+    reference taken before ``instrument()`` (``with_raw_response`` wrappers,
+    which the SDKs cache per client, or a saved ``client.chat.completions.create``).
+    A call they record runs with ``in_llm_call`` set, and this steps aside."""
+    if _is_async(patch.original):
+
+        def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            session = current.get()
+            if session is None or in_llm_call.get() or not patch.active:
+                return wrapped(*args, **kwargs)
+            body = _model_request_body(args, kwargs)
+            coro = wrapped(*args, **kwargs)
+            if body is None:
+                return coro
+            call = _begin_llm(session, None, True, (), body)
+            if call is None:
+                return coro
+            return _run_async(coro, call, patch)
+
+        return async_wrapper
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        session = current.get()
+        if session is None or in_llm_call.get() or not patch.active:
+            return wrapped(*args, **kwargs)
+        body = _model_request_body(args, kwargs)
+        call = None if body is None else _begin_llm(session, None, True, (), body)
+        if call is None:
+            return wrapped(*args, **kwargs)
+        token = in_llm_call.set(True)
+        try:
+            result = wrapped(*args, **kwargs)
+        finally:
+            in_llm_call.reset(token)
+        return _settle(call, result, patch)
+
+    return wrapper
+
+
+_FACTORIES: dict[str, Callable[[_Patch], _Wrapper]] = {"request": _request_patch}
+
+
+async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:
     # The flag is set in the awaiting task for the await, so a client awaited
     # inside (litellm's openai client) does not record the reply a second time.
     token = in_llm_call.set(True)
@@ -329,4 +464,4 @@ async def _run_async(coro: Any, call: _LlmCall) -> Any:
         result = await coro
     finally:
         in_llm_call.reset(token)
-    return _settle(call, result)
+    return _settle(call, result, patch)

@@ -234,6 +234,13 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
     for cid, line in calls.items():
         if cid not in answered:
             warn(line, "unanswered-tool-call", f"tool call {cid!r} has no result")
+    if header_ok and n_messages == 0:
+        warn(
+            1,
+            "no-messages",
+            "the session has a header and no messages: nothing was recorded (model calls made outside the "
+            "session, through a client ststrace does not instrument, or the run failed before its first call?)",
+        )
     if header_ok and n_messages > 1 and len(key_sets) == 1:
         keys = ", ".join(sorted(next(iter(key_sets))))
         warn(

@@ -548,6 +548,7 @@ class Session:
         fps = [_fingerprint(m) for m in messages]
         to_emit: list[dict[str, Any]] = []
         direct: list[int] | None = None
+        new_system: dict[str, Any] | None = None
         with self._state_lock:
             if stateful is not None:
                 turn = (stateful, tuple(fps))
@@ -558,6 +559,11 @@ class Session:
                 if slot < 0:
                     self._conversations.append(fps)
                 else:
+                    if start > 0 and messages[0].get("role") == "system" and fps[0] not in self._conversations[slot]:
+                        # The same conversation under new instructions (an
+                        # agent handing off to another): record them where
+                        # they start to apply.
+                        new_system = messages[0]
                     self._conversations[slot] = fps
             for m, fp in zip(messages[start:], fps[start:]):
                 role = m.get("role")
@@ -581,6 +587,10 @@ class Session:
                             continue
                         self._last_system = fp
                     to_emit.append(_records.message(role, m.get("content")))
+            if new_system is not None:
+                self._last_system = fps[0]
+                at = next((i for i, m in enumerate(to_emit) if m["role"] == "user"), len(to_emit))
+                to_emit.insert(at, _records.message("system", new_system.get("content")))
             self._direct.clear()
         for msg in to_emit:
             self._emit(msg)

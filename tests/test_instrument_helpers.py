@@ -155,7 +155,7 @@ def targets(name: str) -> dict[str, Any]:
     """``"module:Owner.attr" -> the object there now`` for every method *name* patches."""
     spec = importlib.import_module(INTEGRATIONS[_canonical(name)])
     out: dict[str, Any] = {}
-    for module_name, path in spec.TARGETS:
+    for module_name, path, *_ in spec.TARGETS:
         owner: Any = importlib.import_module(module_name)
         *parents, attr = path.split(".")
         for part in parents:

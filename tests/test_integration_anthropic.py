@@ -384,14 +384,7 @@ async def test_async_dropped_stream_records_what_arrived(
     assert recorded(path) == [*INPUTS, PARTIAL]
 
 
-def test_with_raw_response_is_returned_untouched(anthropic_sync: Any, patched: None, tmp_path: Path) -> None:
-    path = new_trace(tmp_path)
-    with Session(path):
-        raw = anthropic_sync.messages.with_raw_response.create(**kwargs())
-        assert type(raw).__name__.endswith("APIResponse")
-        assert raw.headers["request-id"].startswith("req_fake")
-        assert type(raw.parse()) is Message
-    assert recorded(path) == []
+# with_raw_response / with_streaming_response: tests/test_instrument_raw.py
 
 
 def test_opentelemetry_tracing_of_the_client_does_not_interfere(fake_api: FakeAPI, tmp_path: Path) -> None:

@@ -508,32 +508,7 @@ def test_stream_closed_early_records_what_was_read(openai_sync: Any, patched: No
 # --------------------------------------------------------------------------- raw responses, parse
 
 
-def test_with_raw_response_is_returned_untouched(openai_sync: Any, fake_api: FakeAPI, tmp_path: Path) -> None:
-    """``with_raw_response`` / ``with_streaming_response`` hand the HTTP response
-    to the caller: it is returned as is, and nothing is recorded for the call."""
-    path = new_trace(tmp_path)
-    with instrumented("openai"):
-        with Session(path):
-            raw = openai_sync.chat.completions.with_raw_response.create(
-                model=MODEL, messages=chat_messages(), tools=CHAT_TOOLS
-            )
-            assert type(raw).__name__ == "LegacyAPIResponse"
-            assert raw.headers["x-request-id"].startswith("req_fake")
-            completion = raw.parse()
-            assert type(completion) is ChatCompletion and completion.choices[0].message.content == PREAMBLE
-            with openai_sync.chat.completions.with_streaming_response.create(
-                model=MODEL, messages=chat_messages(), stream=True
-            ) as streamed:
-                assert type(streamed).__name__ == "APIResponse"
-                body = b"".join(streamed.iter_bytes())
-            assert b"data: [DONE]" in body
-            raw_stream = openai_sync.chat.completions.with_raw_response.create(
-                model=MODEL, messages=chat_messages(), stream=True
-            ).parse()
-            assert type(raw_stream) is openai.Stream
-            list(raw_stream)
-    assert recorded(path) == []
-    assert "X-Stainless-Raw-Response".lower() in fake_api.last_request.headers
+# with_raw_response / with_streaming_response: tests/test_instrument_raw.py
 
 
 def test_chat_parse_is_recorded(openai_sync: Any, patched: None, tmp_path: Path) -> None:

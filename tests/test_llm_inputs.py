@@ -341,3 +341,36 @@ def test_two_agents_alternating_in_one_session(tmp_path: Path) -> None:
         ("user", "plan 1"),
         ("assistant", "work 1"),
     ]
+
+
+def test_new_instructions_mid_conversation_are_recorded_where_they_apply(tmp_path: Path) -> None:
+    """An agent hands the conversation to another (new system prompt, same
+    history): the new instructions are recorded once, after the new tool
+    result and before the next user turn; the old ones are not repeated."""
+    model = ScriptedModel(
+        [
+            {"role": "assistant", "content": "", "tool_calls": [openai_call("h1", "transfer_to_b", {})]},
+            {"role": "assistant", "content": "B here."},
+            {"role": "assistant", "content": "Still B."},
+        ]
+    )
+    chat = llm(model)
+    other = {"role": "system", "content": "You are agent B."}
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        history: list[dict[str, Any]] = [{"role": "user", "content": "hi"}]
+        reply = chat([SYSTEM, *history])
+        history += [reply, {"role": "tool", "tool_call_id": "h1", "content": "{}"}]
+        history.append(chat([other, *history]))
+        history.append({"role": "user", "content": "and?"})
+        chat([other, *history])
+    assert roles_and_content(path) == [
+        ("system", "Be brief."),
+        ("user", "hi"),
+        ("assistant", ""),
+        ("tool", "{}"),
+        ("system", "You are agent B."),
+        ("assistant", "B here."),
+        ("user", "and?"),
+        ("assistant", "Still B."),
+    ]

@@ -64,6 +64,7 @@ CASES: dict[str, tuple[str, int, str]] = {
     "orphan-tool-result": ("\n".join([H, USER, RESULT, ANSWER]) + "\n", 3, "error"),
     "duplicate-tool-result": ("\n".join([H, USER, CALL, RESULT, RESULT]) + "\n", 5, "error"),
     "unanswered-tool-call": ("\n".join([H, USER, CALL, ANSWER]) + "\n", 3, "warning"),
+    "no-messages": (H + "\n", 1, "warning"),
     "uniform-keys": ("\n".join([H, m('"role":"user","content":"a"'), m('"role":"assistant","content":"b"')]) + "\n", 1, "warning"),
 }
 
@@ -138,3 +139,27 @@ def test_blank_first_line(tmp_path: Path) -> None:
 def test_directory_is_refused(tmp_path: Path) -> None:
     with pytest.raises(IsADirectoryError):
         validate(tmp_path)
+
+
+def test_header_only_session_warns_and_exits_zero(tmp_path: Path) -> None:
+    """A session that recorded nothing (its calls went unseen) is valid STS but
+    suspicious: ``validate`` warns ``no-messages`` and still exits 0 (warnings
+    never fail it); ``stats`` flags the file, alone and in the total."""
+    import json
+    import subprocess
+    import sys
+
+    with Session(tmp_path / "empty.jsonl") as s:
+        pass
+    good = write(tmp_path, GOOD)
+    run = [sys.executable, "-m", "ststrace"]
+    checked = subprocess.run([*run, "validate", str(s.path)], capture_output=True, text=True, timeout=60)
+    assert checked.returncode == 0, checked.stderr
+    assert ":1: warning: no-messages: the session has a header and no messages" in checked.stdout + checked.stderr
+    stats = subprocess.run([*run, "stats", str(s.path), str(good)], capture_output=True, text=True, timeout=60)
+    assert stats.returncode == 0, stats.stderr
+    assert "no messages (header only" in stats.stdout
+    assert "no messages (1 file(s) with a header only" in stats.stdout
+    as_json = subprocess.run([*run, "stats", "--json", str(s.path), str(good)], capture_output=True, text=True, timeout=60)
+    report = json.loads(as_json.stdout)
+    assert [f["header_only"] for f in report["files"]] == [1, 0] and report["total"]["header_only"] == 1

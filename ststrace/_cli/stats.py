@@ -35,6 +35,8 @@ class TraceStats:
     duration_ms: int | None = None
     bytes: int = 0
     files: int = 1
+    #: Files with a session header and no messages (``validate``: ``no-messages``).
+    header_only: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -79,6 +81,7 @@ def collect(path: str | os.PathLike[str], messages: Iterable[dict[str, Any]]) ->
             if is_error(str(msg.get("content", ""))):
                 st.errors += 1
     st.unanswered_calls += len(open_calls)
+    st.header_only = int(st.messages == 0)
     if st.first_timestamp is not None and st.last_timestamp is not None:
         st.duration_ms = st.last_timestamp - st.first_timestamp
     try:
@@ -109,6 +112,7 @@ def total(all_stats: list[TraceStats]) -> TraceStats:
         if st.duration_ms is not None:
             t.duration_ms = (t.duration_ms or 0) + st.duration_ms
         t.bytes += st.bytes
+        t.header_only += st.header_only
     return t
 
 
@@ -127,6 +131,9 @@ def format_stats(st: TraceStats) -> str:
         ("duration", fmt_duration(st.duration_ms) if st.duration_ms is not None else "-"),
         ("bytes", f"{st.bytes:,}"),
     ]
+    if st.header_only:
+        what = "header only" if st.path != "total" else f"{st.header_only:,} file(s) with a header only"
+        rows.insert(1, ("warning", f"no messages ({what}: nothing was recorded)"))
     width = max(len(k) for k, _ in rows)
     return "\n".join([title] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
 

@@ -11,4 +11,8 @@ TARGETS = [
     ("anthropic.resources.messages.messages", "AsyncMessages.create"),
     ("anthropic.resources.messages.messages", "Messages.stream"),
     ("anthropic.resources.messages.messages", "AsyncMessages.stream"),
+    # A safety net: model calls the methods above did not see (made through a
+    # reference taken before instrument(), e.g. a cached with_raw_response).
+    ("anthropic._base_client", "SyncAPIClient.request", "request"),
+    ("anthropic._base_client", "AsyncAPIClient.request", "request"),
 ]

@@ -1,6 +1,8 @@
 """openai: Chat Completions (``create``, ``parse``) and the Responses API
 (``create``, ``parse``). The ``stream()`` helpers of both call ``create`` (the
-sync ones when their manager is entered), so they are covered too."""
+sync ones when their manager is entered), so they are covered too, and so are
+the ``with_raw_response`` / ``with_streaming_response`` wrappers, which call
+them with a header asking for the HTTP response."""
 
 from __future__ import annotations
 
@@ -16,4 +18,8 @@ TARGETS = [
     ("openai.resources.responses.responses", "AsyncResponses.create"),
     ("openai.resources.responses.responses", "Responses.parse"),
     ("openai.resources.responses.responses", "AsyncResponses.parse"),
+    # A safety net: model calls the methods above did not see (made through a
+    # reference taken before instrument(), e.g. a cached with_raw_response).
+    ("openai._base_client", "SyncAPIClient.request", "request"),
+    ("openai._base_client", "AsyncAPIClient.request", "request"),
 ]
