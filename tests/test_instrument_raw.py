@@ -21,7 +21,7 @@ from openai.types.chat import ChatCompletion  # noqa: E402
 from openai.types.responses import Response  # noqa: E402
 
 from ststrace import Session  # noqa: E402
-from ststrace._testing import FakeAPI  # noqa: E402
+from ststrace.testing import FakeAPI  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     ANTHROPIC_TOOLS,
     CHAT_TOOLS,

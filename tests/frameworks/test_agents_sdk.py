@@ -39,7 +39,7 @@ from agents import (  # noqa: E402
 import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
 from ststrace._instrument import instrumented as patched_now  # noqa: E402
-from ststrace._testing import DEFAULT_TOOL_CALLS, FakeAPI, ScriptedToolCall  # noqa: E402
+from ststrace.testing import DEFAULT_TOOL_CALLS, FakeAPI, ScriptedToolCall  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     INPUTS,
     instrumented,

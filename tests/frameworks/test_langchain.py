@@ -25,7 +25,7 @@ from langchain_openai import ChatOpenAI  # noqa: E402
 
 import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
-from ststrace._testing import DEFAULT_TOOL_CALLS, FakeAPI  # noqa: E402
+from ststrace.testing import DEFAULT_TOOL_CALLS, FakeAPI  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     INPUTS,
     MODEL,
