@@ -141,16 +141,16 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
     now = time.time_ns()
     first = stamps[0] * 1_000_000 if stamps else now
     last = max(stamps) * 1_000_000 if stamps else now
+    # On every span: a backend hands spans on without on_start, root last.
+    session_attrs = {"gen_ai.conversation.id": session_id, "ststrace.session.harness": harness}
+    if isinstance(header.get("name"), str):
+        session_attrs["ststrace.session.name"] = header["name"]
     root_attrs: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
-        "gen_ai.conversation.id": session_id,
+        **session_attrs,
         "gen_ai.agent.name": str(header.get("name") or harness),
-        "ststrace.session.id": session_id,
-        "ststrace.session.harness": harness,
         "gen_ai.input.messages": _json([_parts(m) for m in messages]),
     }
-    if isinstance(header.get("name"), str):
-        root_attrs["ststrace.session.name"] = header["name"]
     root = tracer.start_span(
         f"invoke_agent {header.get('name') or harness}", attributes=root_attrs, start_time=first
     )
@@ -166,7 +166,7 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
             model = msg.get("model")
             attrs: dict[str, Any] = {
                 "gen_ai.operation.name": "chat",
-                "gen_ai.conversation.id": session_id,
+                **session_attrs,
                 "gen_ai.input.messages": _json(history),
                 "gen_ai.output.messages": _json([_parts(msg)]),
             }
@@ -187,7 +187,7 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
                     kind=trace_api.SpanKind.INTERNAL,
                     attributes={
                         "gen_ai.operation.name": "execute_tool",
-                        "gen_ai.conversation.id": session_id,
+                        **session_attrs,
                         "gen_ai.tool.name": name,
                         "gen_ai.tool.call.id": call_id,
                         "gen_ai.tool.call.arguments": str(fn.get("arguments", "{}")),
@@ -253,7 +253,7 @@ def export(
             sent += _send(exporter, collect, url, SpanExportResult.SUCCESS)
         return ExportResult(sessions=len(traces), spans=sent)
     finally:
-        exporter.shutdown()
+        exporter.shutdown()  # type: ignore[no-untyped-call]
         provider.shutdown()
 
 

@@ -386,7 +386,8 @@ def _oi_message(node: Any) -> Message | None:
     for call in msg.get("tool_calls") or ():
         tc = call.get("tool_call") if isinstance(call, Mapping) else None
         if isinstance(tc, Mapping):
-            fn = tc.get("function") if isinstance(tc.get("function"), Mapping) else {}
+            fn = tc.get("function")
+            fn = fn if isinstance(fn, Mapping) else {}
             calls.append(_tool_call(tc.get("id"), fn.get("name"), fn.get("arguments")))
     return _role_message(role, content_text(content), "", calls, msg.get("tool_call_id"))
 

@@ -321,6 +321,13 @@ class SpanProcessor(_SdkSpanProcessor):
             trace = self._trace(trace_id)
             if step.kind == "agent" and step.agent_name and trace.agent is None:
                 trace.agent = step.agent_name
+            harness = attrs.get("ststrace.session.harness")
+            if isinstance(harness, str) and harness and trace.harness is None:
+                # Spans replayed from a backend come without on_start: each
+                # span that ststrace exported names its session's harness.
+                trace.harness = harness
+                name = attrs.get("ststrace.session.name")
+                trace.name = name if isinstance(name, str) and name else trace.name
             if step.inputs or step.outputs or step.kind == "tool":
                 entry = self._entry(trace_id, trace, step.conversation_id)
                 if entry is not None:
