@@ -278,3 +278,79 @@ def test_processor_beside_other_processors_changes_nothing_they_receive(
     assert [s.name for s in spans] == ["db query", "http request"]
     assert dict(spans[1].attributes or {}) == {"http.method": "GET"}
     assert not (tmp_path / "traces").exists() or not list((tmp_path / "traces").glob("*.jsonl"))
+
+
+def test_fifty_concurrent_instrumented_agents_in_threads_and_tasks(
+    fake_api: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """openai-v2 under load: 25 threads (sync client) and 25 asyncio tasks (async client), one
+    trace and one file each; provider shutdown alone flushes all, nothing lost or mixed up."""
+    import asyncio
+    import threading
+
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+
+    from fakeapi_fixtures import async_openai_client, openai_client
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "SPAN_ONLY")
+    tp = TracerProvider(shutdown_on_exit=False)
+    processor = SpanProcessor(tmp_path / "traces", flush_interval=60.0)
+    tp.add_span_processor(processor)
+    tracer = tp.get_tracer("app")
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=tp)
+
+    def ask(n: int) -> list[dict[str, Any]]:
+        return [{"role": "system", "content": "be brief"}, {"role": "user", "content": f"weather {n}?"}]
+
+    def sync_agent(n: int, client: Any) -> None:
+        with tracer.start_as_current_span(f"agent {n}"):
+            messages = ask(n)
+            message = client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS).choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": f"{call.function.name} {n}"})
+            client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+
+    async def async_agent(n: int, client: Any) -> None:
+        with tracer.start_as_current_span(f"agent {n}"):
+            messages = ask(n)
+            reply = await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+            message = reply.choices[0].message
+            messages.append(message.model_dump(exclude_none=True))
+            for call in message.tool_calls:
+                messages.append({"role": "tool", "tool_call_id": call.id, "content": f"{call.function.name} {n}"})
+            await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
+
+    async def tasks() -> None:
+        client = async_openai_client(fake_api)
+        await asyncio.gather(*(async_agent(n, client) for n in range(25, 50)))
+        await client.close()
+
+    try:
+        client = openai_client(fake_api)
+        threads = [threading.Thread(target=sync_agent, args=(n, client)) for n in range(25)]
+        for t in threads:
+            t.start()
+        asyncio.run(tasks())
+        for t in threads:
+            t.join()
+    finally:
+        instrumentor.uninstrument()
+    tp.shutdown()
+    paths = sorted((tmp_path / "traces").glob("*.jsonl"))
+    assert len(paths) == 50 and processor.dropped == 0
+    seen = set()
+    for path in paths:
+        assert ststrace.validate(path) == []
+        _, messages = read_lines(path)
+        n = int(messages[1]["content"].split()[1].rstrip("?"))
+        seen.add(n)
+        expected = expected_tool_loop()
+        expected[1]["content"] = f"weather {n}?"
+        expected[3]["content"] = f"get_weather {n}"
+        expected[4]["content"] = f"get_time {n}"
+        expected[5]["content"] = f"Here is what I found: get_weather {n}; get_time {n}"
+        assert without(messages, "timestamp", "usage") == expected
+    assert seen == set(range(50))

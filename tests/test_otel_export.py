@@ -278,3 +278,20 @@ def test_export_writes_nothing_into_the_global_provider(receiver: Receiver, tmp_
     export(source, endpoint=receiver.url)
     assert trace.get_tracer_provider() is before
     assert orjson.loads(source.read_bytes().splitlines()[0])["id"] == "weather-session-1"
+
+
+def test_import_ststrace_does_not_load_opentelemetry() -> None:
+    """`import ststrace` and `ststrace --help` stay free of OpenTelemetry; `import ststrace.otel` loads it."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, ststrace, ststrace.cli, contextlib, io\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as out: ststrace.cli.main(['--help'])\n"
+        "assert 'otlp' in out.getvalue(), out.getvalue()\n"
+        "assert not [m for m in sys.modules if m.startswith('opentelemetry')], 'loaded'\n"
+        "import ststrace.otel\n"
+        "assert 'opentelemetry.sdk.trace' in sys.modules\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
