@@ -524,7 +524,11 @@ class Session:
         return call_id
 
     def _record_inputs(
-        self, messages: list[dict[str, Any]], stateful: str | None = None, timestamp: int | None = None
+        self,
+        messages: list[dict[str, Any]],
+        stateful: str | None = None,
+        timestamp: int | None = None,
+        fingerprints: list[int] | None = None,
     ) -> None:
         """Record the user/system/tool messages of a model call's conversation
         that this session has not recorded yet (see ``_new_start``).
@@ -533,8 +537,10 @@ class Session:
         (``previous_response_id=...``): *messages* are then the new turn
         only, all new unless the very same turn was sent on the same
         conversation before (a retry). *timestamp* (epoch ms) dates the new
-        messages when they were sent earlier than now (spans read after the fact)."""
-        fps = [_fingerprint(m) for m in messages]
+        messages when they were sent earlier than now (spans read after the fact);
+        *fingerprints*, when given, are those of *messages*, kept by a caller
+        that sees the same history resent."""
+        fps = fingerprints if fingerprints is not None else [_fingerprint(m) for m in messages]
         to_emit: list[dict[str, Any]] = []
         direct: list[int] | None = None
         with self._state_lock:

@@ -324,12 +324,13 @@ def test_fifty_concurrent_instrumented_agents_in_threads_and_tasks(
             await client.chat.completions.create(model="gpt-4o", messages=messages, tools=TOOLS)
 
     async def tasks() -> None:
-        client = async_openai_client(fake_api)
+        # Retries: 50 simultaneous connections can overflow the fake server's listen backlog.
+        client = async_openai_client(fake_api, max_retries=3)
         await asyncio.gather(*(async_agent(n, client) for n in range(25, 50)))
         await client.close()
 
     try:
-        client = openai_client(fake_api)
+        client = openai_client(fake_api, max_retries=3)
         threads = [threading.Thread(target=sync_agent, args=(n, client)) for n in range(25)]
         for t in threads:
             t.start()

@@ -36,8 +36,9 @@ import orjson
 
 from .._encode import content_text, json_text
 from .._ids import new_tool_call_id
+from .._session import _fingerprint
 
-__all__ = ["MARKERS", "Step", "parse_span", "usage_from"]
+__all__ = ["MARKERS", "InputCache", "Step", "parse_span", "usage_from"]
 
 Message = dict[str, Any]
 Attributes = Mapping[str, Any]
@@ -92,6 +93,7 @@ class Step:
     tool_call_id: str | None = None
     tool_arguments: str = "{}"
     tool_result: str | None = None
+    input_fingerprints: list[int] | None = None  # of inputs, when known already
     agent_name: str | None = None
     conversation_id: str | None = None
 
@@ -253,7 +255,49 @@ def _parts_message(item: Mapping[str, Any]) -> list[Message]:
     return out
 
 
-def _parts_messages(value: Any) -> list[Message] | None:
+class InputCache:
+    """The last ``gen_ai.input.messages`` text of a conversation and its messages.
+
+    Agent loops resend the whole history with every call; when the new text is
+    the old array with items appended, only the appended items are parsed.
+    """
+
+    __slots__ = ("raw", "messages", "fingerprints", "hit")
+
+    def __init__(self) -> None:
+        self.raw: str | None = None
+        self.messages: list[Message] = []
+        self.fingerprints: list[int] = []  # of messages, for the session's de-dup
+        self.hit = False  # the last lookup came from here
+
+    def _keep(self, raw: str, messages: list[Message], fingerprints: list[int]) -> list[Message]:
+        self.raw, self.messages, self.fingerprints, self.hit = raw, messages, fingerprints, True
+        return list(messages)
+
+
+def _cached_messages(value: str, cache: InputCache) -> list[Message] | None:
+    prev = cache.raw
+    if prev is not None:
+        if value == prev:
+            cache.hit = True
+            return list(cache.messages)
+        n = len(prev)
+        # "[A,B]" then "[A,B,C]": the same text up to B, then a comma. B ended
+        # at the same place in both, so A and B are the same items.
+        if len(value) > n and prev[-1] == "]" and value[n - 1] == "," and value.startswith(prev[:-1]):
+            tail = _parts_messages("[" + value[n:])
+            if tail is not None:
+                return cache._keep(value, cache.messages + tail, cache.fingerprints + [_fingerprint(m) for m in tail])
+    out = _parts_messages(value)
+    if out is not None:
+        return cache._keep(value, out, [_fingerprint(m) for m in out])
+    cache.hit = False
+    return None
+
+
+def _parts_messages(value: Any, cache: InputCache | None = None) -> list[Message] | None:
+    if cache is not None and isinstance(value, str):
+        return _cached_messages(value, cache)
     items = _json(value)
     if not isinstance(items, (list, tuple)):
         return None
@@ -477,7 +521,7 @@ def _model(attrs: Attributes) -> str | None:
     )
 
 
-def _llm(attrs: Attributes, events: Events) -> Step:
+def _llm(attrs: Attributes, events: Events, cache: InputCache | None) -> Step:
     step = Step("llm", model=_model(attrs), usage=usage_from(attrs))
     source: Attributes = attrs
     if "gen_ai.input.messages" not in attrs and "gen_ai.output.messages" not in attrs:
@@ -489,7 +533,9 @@ def _llm(attrs: Attributes, events: Events) -> Step:
                 if step.usage is None:
                     step.usage = usage_from(eattrs)
                 break
-    inputs = _parts_messages(source.get("gen_ai.input.messages"))
+    if cache is not None:
+        cache.hit = False
+    inputs = _parts_messages(source.get("gen_ai.input.messages"), cache)
     outputs = _parts_messages(source.get("gen_ai.output.messages"))
     if inputs is None and outputs is None:
         inputs = _indexed(attrs, "llm.input_messages.", _oi_message)
@@ -509,10 +555,14 @@ def _llm(attrs: Attributes, events: Events) -> Step:
         found_in, found_out = _event_list(pairs)
         if found_in or found_out:
             inputs, outputs = found_in, found_out
+    fingerprints = list(cache.fingerprints) if cache is not None and cache.hit and inputs is not None else None
     system = _system_instructions(source.get("gen_ai.system_instructions"))
     if system:
         inputs = system + (inputs or [])
+        if fingerprints is not None:
+            fingerprints[:0] = [_fingerprint(m) for m in system]
     step.inputs = inputs
+    step.input_fingerprints = fingerprints
     for msg in outputs or ():
         if msg["role"] == "assistant":
             if step.model and "model" not in msg:
@@ -553,9 +603,10 @@ def _tool(attrs: Attributes, semconv: bool) -> Step:
     )
 
 
-def parse_span(attrs: Attributes, events: Events = ()) -> Step | None:
+def parse_span(attrs: Attributes, events: Events = (), cache: InputCache | None = None) -> Step | None:
     """The conversation step a GenAI span records, or ``None`` for other spans
-    (embeddings, retrieval, chains, ...)."""
+    (embeddings, retrieval, chains, ...). *cache* remembers the last input
+    messages of the same conversation, to parse only what a call added."""
     operation = attrs.get("gen_ai.operation.name")
     oi_kind = attrs.get("openinference.span.kind")
     if operation == "execute_tool" or oi_kind == "TOOL":
@@ -568,7 +619,7 @@ def parse_span(attrs: Attributes, events: Events = ()) -> Step | None:
         or oi_kind == "LLM"
         or (operation is None and oi_kind is None and ("gen_ai.system" in attrs or "gen_ai.provider.name" in attrs))
     ):
-        step = _llm(attrs, events)
+        step = _llm(attrs, events, cache)
     else:
         return None
     step.conversation_id = _str(attrs.get("gen_ai.conversation.id")) or _str(attrs.get("session.id"))

@@ -28,7 +28,7 @@ from opentelemetry.sdk.trace import SpanProcessor as _SdkSpanProcessor
 from .._errors import internal_error, logger
 from .._ids import new_session_id, new_tool_call_id
 from .._session import Session, _fingerprint
-from .mapping import MARKERS, Step, parse_span
+from .mapping import MARKERS, InputCache, Step, parse_span
 
 __all__ = ["SpanProcessor"]
 
@@ -62,6 +62,18 @@ def _record_reply(session: Session, msg: dict[str, Any], usage: dict[str, int] |
     session.record(msg)
 
 
+def _attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
+    """The span's attributes without the read-only proxy ``span.attributes`` allocates.
+
+    The SDK keeps them in a ``BoundedAttributes`` whose plain dict ``_dict``
+    answers ``isdisjoint`` in C; both are private, so fall back to the API."""
+    attrs = getattr(span, "_attributes", None)
+    if attrs is None:
+        return span.attributes
+    plain = getattr(attrs, "_dict", None)
+    return plain if isinstance(plain, dict) else attrs  # type: ignore[no-any-return]
+
+
 def _ms(ns: int | None) -> int | None:
     return None if ns is None else ns // 1_000_000
 
@@ -93,7 +105,7 @@ class _Remembered:
 
 
 class _Trace:
-    __slots__ = ("conversation", "agent", "harness", "name", "keys", "key")
+    __slots__ = ("conversation", "agent", "harness", "name", "keys", "key", "inputs")
 
     def __init__(self) -> None:
         self.conversation: str | None = None
@@ -102,6 +114,7 @@ class _Trace:
         self.name: str | None = None
         self.keys: set[str] = set()  # sessions this trace wrote to
         self.key: str | None = None  # where its spans without a conversation id go
+        self.inputs = InputCache()
 
 
 class _Open:
@@ -164,30 +177,25 @@ class SpanProcessor(_SdkSpanProcessor):
     # -- the application's threads ----------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        attrs = getattr(span, "_attributes", None)
+        attrs = _attributes(span)
         if not attrs or MARKERS.isdisjoint(attrs):
             return
-        ctx = span.get_span_context()
-        self._live.add(ctx.trace_id)
+        trace_id = span.context.trace_id
+        self._live.add(trace_id)
         # An agent span starts before the model calls inside it end: its
         # conversation id and agent name are known before the file opens.
         conversation = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
         agent = attrs.get("gen_ai.agent.name")
         harness = attrs.get("ststrace.session.harness")
         if conversation or agent or harness:
-            self._put(
-                ("start", ctx.trace_id, conversation, agent, harness, attrs.get("ststrace.session.name"))
-            )
+            self._put(("start", trace_id, conversation, agent, harness, attrs.get("ststrace.session.name")))
 
     def on_end(self, span: ReadableSpan) -> None:
-        attrs = getattr(span, "_attributes", None)
-        if attrs is None:
-            attrs = span.attributes
+        attrs = _attributes(span)
         if attrs and not MARKERS.isdisjoint(attrs):
             self._live.add(span.context.trace_id)  # type: ignore[union-attr]
             self._put(span)
-            return
-        if span.parent is None:
+        elif span.parent is None:
             trace_id = span.context.trace_id  # type: ignore[union-attr]
             if trace_id in self._live:
                 self._put(("root", trace_id))
@@ -316,7 +324,8 @@ class SpanProcessor(_SdkSpanProcessor):
         trace_id = ctx.trace_id
         attrs: Mapping[str, Any] = span.attributes or {}
         events = [(e.name, e.attributes or {}) for e in span.events] if span.events else []
-        step = parse_span(attrs, events)
+        trace = self._traces.get(trace_id)
+        step = parse_span(attrs, events, trace.inputs if trace is not None else None)
         if step is not None:
             trace = self._trace(trace_id)
             if step.kind == "agent" and step.agent_name and trace.agent is None:
@@ -434,7 +443,7 @@ class SpanProcessor(_SdkSpanProcessor):
             self._tool(entry, step, start, end)
             return
         if step.inputs:
-            session._record_inputs(step.inputs, timestamp=start)
+            session._record_inputs(step.inputs, timestamp=start, fingerprints=step.input_fingerprints)
         if not step.outputs:
             return
         # One reply per model call: further outputs are alternative choices.
