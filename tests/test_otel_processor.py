@@ -428,3 +428,32 @@ def test_force_flush_blocks_until_the_open_session_is_on_disk(tmp_path: Path) ->
         (path,) = files(tmp_path)
         assert [m["content"] for m in messages_of(path)] == ["q", "a"]
     tp.shutdown()
+
+
+def test_conversation_resumed_by_a_new_processor_records_only_what_is_new(tmp_path: Path) -> None:
+    """A conversation continued in a later run (a new processor, same directory): the file is
+    appended to and the history already in it is not written again; a span that ends after its
+    trace's root goes into the same file."""
+
+    def run(history: list[dict[str, Any]], answer: str, late: bool = False) -> None:
+        tp = TracerProvider(shutdown_on_exit=False)
+        tp.add_span_processor(SpanProcessor(tmp_path))
+        tracer = tp.get_tracer("t")
+        attrs = {
+            "gen_ai.operation.name": "chat",
+            "gen_ai.conversation.id": "conv-42",
+            "gen_ai.input.messages": semconv(history),
+            "gen_ai.output.messages": semconv([reply(answer)]),
+        }
+        with tracer.start_as_current_span("turn"):
+            child = tracer.start_span("late chat", attributes=attrs) if late else None
+            if not late:
+                _span(tracer, "chat", attrs)
+        if child is not None:
+            child.end()  # after the root: the trace's file was closed already
+        tp.shutdown()
+
+    run([user("hi")], "hello")
+    run([user("hi"), reply("hello"), user("how are you?")], "fine", late=True)
+    assert files(tmp_path) == [tmp_path / "conv-42.jsonl"]
+    assert [m["content"] for m in messages_of(tmp_path / "conv-42.jsonl")] == ["hi", "hello", "how are you?", "fine"]

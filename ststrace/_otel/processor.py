@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace import SpanProcessor as _SdkSpanProcessor
 
 from .._errors import internal_error, logger
 from .._ids import new_session_id, new_tool_call_id
+from .._reader import read
 from .._session import Session, _fingerprint
 from .mapping import MARKERS, InputCache, Step, parse_span
 
@@ -37,6 +38,7 @@ _PER_TRACE = frozenset({"path", "id", "resume"})
 #: Traces (and conversations) whose root never ended: the oldest are closed past this.
 MAX_OPEN = 10_000
 _MAX_REMEMBERED = 10_000
+_MAX_CLOSED = 1024
 _BAD_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
 # Issue 18 gives Session.assistant a ``usage=`` argument (honouring
@@ -170,7 +172,8 @@ class SpanProcessor(_SdkSpanProcessor):
         # Worker-thread state.
         self._traces: OrderedDict[int, _Trace] = OrderedDict()
         self._open: OrderedDict[str, _Open] = OrderedDict()
-        self._closed_conversations: OrderedDict[str, Any] = OrderedDict()
+        # De-dup state of recently closed sessions, for spans that come back to them.
+        self._closed: OrderedDict[str, Any] = OrderedDict()
         ref = weakref.ref(self)
         atexit.register(_drain_at_exit, ref)
 
@@ -387,15 +390,12 @@ class SpanProcessor(_SdkSpanProcessor):
         if trace.name and "name" not in options:
             options["name"] = trace.name
         session_id = _session_id(conversation) if conversation is not None else f"{trace_id:032x}"
-        remembered = self._closed_conversations.pop(key, None)
+        remembered = self._closed.pop(key, None)
         try:
-            session = Session(self._directory, id=session_id, metadata=metadata, **options)
-            if conversation is not None and (remembered is not None or session.path.exists()):
-                # A conversation seen before (another trace, another run): append to its file.
-                session = Session(self._directory, id=session_id, metadata=metadata, resume=True, **options)
-            session._open_file()
-        except FileExistsError:
-            session = Session(self._directory, metadata=metadata, **options)
+            # resume=True appends when the file exists: a conversation seen in an
+            # earlier trace or run, or a span that ended after its trace's root.
+            session = Session(self._directory, id=session_id, metadata=metadata, resume=True, **options)
+            existed = session.path.exists()
             session._open_file()
         except Exception as exc:
             logger.error("ststrace: cannot open a session for OpenTelemetry trace %032x: %s", trace_id, exc)
@@ -407,7 +407,23 @@ class SpanProcessor(_SdkSpanProcessor):
             session._conversations.extend(remembered[0])
             session._last_system = remembered[1]
             entry.calls = remembered[2]
+        elif existed:
+            self._seed_from_file(entry)
         return entry
+
+    def _seed_from_file(self, entry: _Open) -> None:
+        """A file from an earlier run, resumed: what it holds is history already recorded."""
+        try:
+            messages = read(entry.session.path, strict=False).messages
+        except Exception as exc:
+            logger.warning("ststrace: could not read %s to resume it: %s", entry.session.path, exc)
+            return
+        if messages:
+            entry.session._conversations.append([_fingerprint(m) for m in messages])
+        for m in messages:
+            for call in m.get("toolCalls") or ():
+                if isinstance(call, dict) and isinstance(call.get("id"), str):
+                    entry.calls.put(call["id"])
 
     def _end_trace(self, trace_id: int) -> None:
         trace = self._traces.pop(trace_id, None)
@@ -427,10 +443,9 @@ class SpanProcessor(_SdkSpanProcessor):
         if entry is None:
             return
         session = entry.session
-        if entry.conversation is not None:
-            self._closed_conversations[key] = (list(session._conversations), session._last_system, entry.calls)
-            while len(self._closed_conversations) > MAX_OPEN:
-                self._closed_conversations.popitem(last=False)
+        self._closed[key] = (list(session._conversations), session._last_system, entry.calls)
+        while len(self._closed) > _MAX_CLOSED:
+            self._closed.popitem(last=False)
         self._guarded(session.close)
 
     # -- one step into one session ---------------------------------------------------------
