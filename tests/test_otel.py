@@ -355,3 +355,60 @@ def test_fifty_concurrent_instrumented_agents_in_threads_and_tasks(
         expected[5]["content"] = f"Here is what I found: get_weather {n}; get_time {n}"
         assert without(messages, "timestamp", "usage") == expected
     assert seen == set(range(50))
+
+
+def test_openinference_smolagents_tool_calling_agent(tmp_path: Path) -> None:
+    """smolagents under OpenInference: its textual tool-call/observation turns are not recorded as
+    messages; calls come from the LLM spans and results from the TOOL spans (final_answer too)."""
+    from openinference.instrumentation.smolagents import SmolagentsInstrumentor
+    from smolagents import OpenAIServerModel, ToolCallingAgent, tool
+
+    from ststrace.testing import ScriptedToolCall
+
+    @tool
+    def get_weather(city: str) -> str:
+        """The weather in a city.
+
+        Args:
+            city: the city
+        """
+        return "sunny in " + city
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path / "traces"))
+    instrumentor = SmolagentsInstrumentor()
+    instrumentor.instrument(tracer_provider=tp)
+    weather = ScriptedToolCall("get_weather", {"city": "Paris"}, "weather01")
+    final = ScriptedToolCall("final_answer", {"answer": "It is sunny."}, "final02")
+    try:
+        with FakeAPI(tool_calls=[weather], reasoning=False) as api:
+
+            def after_step(step: Any, agent: Any = None) -> None:
+                api.tool_calls = (final,)  # the fake model answers through smolagents' final_answer tool
+
+            model = OpenAIServerModel("gpt-4o", api_base=api.openai_base_url, api_key="test", client_kwargs={"max_retries": 0})
+            agent = ToolCallingAgent(tools=[get_weather], model=model, max_steps=3, step_callbacks=[after_step], verbosity_level=0)
+            assert agent.run("weather?") == "It is sunny."
+            system_prompt = api.requests[0].body["messages"][0]["content"][0]["text"]
+    finally:
+        instrumentor.uninstrument()
+    tp.shutdown()
+    _, messages = read_lines(only_file(tmp_path / "traces"))
+    assert without(messages, "timestamp", "usage") == [
+        {"role": "system", "content": system_prompt},
+        {"role": "user", "content": "New task:\nweather?"},
+        {
+            "role": "assistant",
+            "content": "Let me look that up.",
+            "toolCalls": [{"id": weather.call_id, "function": {"name": "get_weather", "arguments": weather.arguments_json}}],
+            "model": "gpt-4o",
+        },
+        {"role": "tool", "content": "sunny in Paris", "toolCallId": weather.call_id},
+        {
+            "role": "assistant",
+            "content": "Let me look that up.",
+            "toolCalls": [{"id": final.call_id, "function": {"name": "final_answer", "arguments": final.arguments_json}}],
+            "model": "gpt-4o",
+        },
+        {"role": "tool", "content": "It is sunny.", "toolCallId": final.call_id},
+    ]
