@@ -457,3 +457,24 @@ def test_conversation_resumed_by_a_new_processor_records_only_what_is_new(tmp_pa
     run([user("hi"), reply("hello"), user("how are you?")], "fine", late=True)
     assert files(tmp_path) == [tmp_path / "conv-42.jsonl"]
     assert [m["content"] for m in messages_of(tmp_path / "conv-42.jsonl")] == ["hi", "hello", "how are you?", "fine"]
+
+
+def test_a_root_whose_parent_is_in_another_service_closes_the_session(tmp_path: Path) -> None:
+    """A request that continues a trace from upstream (remote parent): its local root closes the file."""
+    from opentelemetry import trace as trace_api
+    from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path, flush_interval=60.0))
+    tracer = tp.get_tracer("t")
+    upstream = SpanContext(0x1234, 0x5678, is_remote=True, trace_flags=TraceFlags(1))
+    with tracer.start_as_current_span("POST /chat", context=trace_api.set_span_in_context(NonRecordingSpan(upstream))):
+        _span(tracer, "chat", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": semconv([user("q")]),
+                               "gen_ai.output.messages": semconv([reply("a")])})
+    tp.force_flush()
+    (path,) = files(tmp_path)
+    assert path.name == f"{0x1234:032x}.jsonl"
+    # Closed (not merely flushed): the file ends with its last record and no session is open.
+    processor = tp._active_span_processor._span_processors[0]
+    assert processor._open == {} and [m["content"] for m in messages_of(path)] == ["q", "a"]
+    tp.shutdown()

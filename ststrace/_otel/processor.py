@@ -76,6 +76,12 @@ def _attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
     return plain if isinstance(plain, dict) else attrs  # type: ignore[no-any-return]
 
 
+def _is_root(span: ReadableSpan) -> bool:
+    """The root of this process's part of the trace (a parent in another service counts as none)."""
+    parent = span.parent
+    return parent is None or parent.is_remote
+
+
 def _ms(ns: int | None) -> int | None:
     return None if ns is None else ns // 1_000_000
 
@@ -198,7 +204,7 @@ class SpanProcessor(_SdkSpanProcessor):
         if attrs and not MARKERS.isdisjoint(attrs):
             self._live.add(span.context.trace_id)  # type: ignore[union-attr]
             self._put(span)
-        elif span.parent is None:
+        elif _is_root(span):
             trace_id = span.context.trace_id  # type: ignore[union-attr]
             if trace_id in self._live:
                 self._put(("root", trace_id))
@@ -344,7 +350,7 @@ class SpanProcessor(_SdkSpanProcessor):
                 entry = self._entry(trace_id, trace, step.conversation_id)
                 if entry is not None:
                     self._apply(entry, step, span)
-        if span.parent is None:
+        if _is_root(span):
             self._live.discard(trace_id)
             self._end_trace(trace_id)
 
