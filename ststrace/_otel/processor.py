@@ -331,7 +331,7 @@ class SpanProcessor(_SdkSpanProcessor):
         ctx = span.context
         assert ctx is not None
         trace_id = ctx.trace_id
-        attrs: Mapping[str, Any] = span.attributes or {}
+        attrs: Mapping[str, Any] = _attributes(span) or {}
         events = [(e.name, e.attributes or {}) for e in span.events] if span.events else []
         trace = self._traces.get(trace_id)
         step = parse_span(attrs, events, trace.inputs if trace is not None else None)
