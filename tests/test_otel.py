@@ -412,3 +412,35 @@ def test_openinference_smolagents_tool_calling_agent(tmp_path: Path) -> None:
         },
         {"role": "tool", "content": "It is sunny.", "toolCallId": final.call_id},
     ]
+
+
+@pytest.mark.parametrize("mode", ["EVENT_ONLY", "SPAN_AND_EVENT"])
+def test_openai_v2_events_as_log_records(
+    mode: str, fake_api: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """openai-v2 sending the operation.details event to the logs pipeline: with processor.logs()
+    on the LoggerProvider the conversation is recorded from the event (EVENT_ONLY), and once
+    when both the span and the event carry it (SPAN_AND_EVENT)."""
+    from opentelemetry.instrumentation.openai_v2 import OpenAIInstrumentor
+    from opentelemetry.sdk._logs import LoggerProvider
+
+    from fakeapi_fixtures import openai_client
+
+    monkeypatch.setenv("OTEL_SEMCONV_STABILITY_OPT_IN", "gen_ai_latest_experimental")
+    monkeypatch.setenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", mode)
+    tp = TracerProvider(shutdown_on_exit=False)
+    processor = SpanProcessor(tmp_path / "traces")
+    tp.add_span_processor(processor)
+    lp = LoggerProvider(shutdown_on_exit=False)
+    lp.add_log_record_processor(processor.logs())
+    instrumentor = OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=tp, logger_provider=lp)
+    try:
+        with tp.get_tracer("app").start_as_current_span("my agent"):
+            tool_loop(openai_client(fake_api))
+    finally:
+        instrumentor.uninstrument()
+    tp.shutdown()
+    lp.shutdown()
+    _, messages = read_lines(only_file(tmp_path / "traces"))
+    assert without(messages, "timestamp", "usage") == expected_tool_loop()

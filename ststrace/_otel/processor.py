@@ -178,6 +178,8 @@ class SpanProcessor(_SdkSpanProcessor):
         # Worker-thread state.
         self._traces: OrderedDict[int, _Trace] = OrderedDict()
         self._open: OrderedDict[str, _Open] = OrderedDict()
+        # GenAI events that came as log records, by span id, until their span ends.
+        self._events: OrderedDict[int, list[tuple[str, Mapping[str, Any]]]] = OrderedDict()
         # De-dup state of recently closed sessions, for spans that come back to them.
         self._closed: OrderedDict[str, Any] = OrderedDict()
         ref = weakref.ref(self)
@@ -240,6 +242,24 @@ class SpanProcessor(_SdkSpanProcessor):
                 self._worker = worker
             return self._worker
 
+    def logs(self) -> Any:
+        """A log record processor that hands GenAI events sent as log records to this processor.
+
+        ``logger_provider.add_log_record_processor(span_processor.logs())``: the
+        ``gen_ai.client.inference.operation.details`` event (openai-v2's
+        ``EVENT_ONLY`` mode) and the earlier ``gen_ai.*.message`` /
+        ``gen_ai.choice`` events then count as events of the span they were
+        emitted in, when they come before that span ends (as the OpenTelemetry
+        GenAI utilities emit them). Other log records cost one set lookup.
+        """
+        from ._logs import GenAILogProcessor
+
+        return GenAILogProcessor(self._event)
+
+    def _event(self, trace_id: int, span_id: int, name: str, attributes: Mapping[str, Any]) -> None:
+        self._live.add(trace_id)
+        self._put(("event", span_id, name, attributes))
+
     # -- flush and shutdown -------------------------------------------------------------
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
@@ -296,6 +316,11 @@ class SpanProcessor(_SdkSpanProcessor):
                 trace.name = name
         elif kind == "root":
             self._end_trace(item[1])
+        elif kind == "event":
+            _, span_id, name, attributes = item
+            self._events.setdefault(span_id, []).append((name, attributes))
+            while len(self._events) > MAX_OPEN:
+                self._events.popitem(last=False)  # spans that never ended
         elif kind == "flush":
             try:
                 for entry in list(self._open.values()):
@@ -333,6 +358,10 @@ class SpanProcessor(_SdkSpanProcessor):
         trace_id = ctx.trace_id
         attrs: Mapping[str, Any] = _attributes(span) or {}
         events = [(e.name, e.attributes or {}) for e in span.events] if span.events else []
+        if self._events:
+            logged = self._events.pop(ctx.span_id, None)
+            if logged:
+                events.extend(logged)
         trace = self._traces.get(trace_id)
         step = parse_span(attrs, events, trace.inputs if trace is not None else None)
         if step is not None:
