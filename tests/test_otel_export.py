@@ -295,3 +295,22 @@ def test_import_ststrace_does_not_load_opentelemetry() -> None:
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
+
+
+def test_a_long_session_is_sent_in_requests_of_bounded_size(
+    receiver: Receiver, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each chat span carries the history before it: requests are split by size, and no span is lost."""
+    from ststrace._otel import export as export_module
+
+    monkeypatch.setattr(export_module, "MAX_REQUEST_BYTES", 20_000)
+    path = tmp_path / "long.jsonl"
+    with Session(path, id="long-1") as s:
+        for i in range(30):
+            s.user(f"question {i} " + "x" * 200)
+            s.assistant(f"answer {i}", model="m")
+    result = export(path, endpoint=receiver.url)
+    assert result.spans == 31 and len(receiver.spans()) == 31
+    assert len(receiver.requests) > 3
+    sizes = [r.ByteSize() for r in receiver.requests]
+    assert max(sizes) < 60_000, sizes  # the root span (whole conversation) alone is ~20 KB

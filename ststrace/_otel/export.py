@@ -31,8 +31,9 @@ from .._reader import Trace, read
 
 __all__ = ["ExportResult", "export", "trace_spans"]
 
-#: Spans per OTLP request.
+#: Spans per OTLP request, and about how many bytes of attributes.
 BATCH = 512
+MAX_REQUEST_BYTES = 3 << 20
 _SCOPE = "ststrace.otel"
 
 
@@ -257,10 +258,30 @@ def export(
         provider.shutdown()
 
 
+def _size(span: ReadableSpan) -> int:
+    return sum(len(v) for v in (span.attributes or {}).values() if isinstance(v, str)) + 200
+
+
 def _send(exporter: Any, collect: _Collect, url: str, success: Any) -> int:
+    """Send the collected spans, at most :data:`BATCH` spans and about
+    :data:`MAX_REQUEST_BYTES` per request (every chat span carries the history
+    before it, so a long session is large)."""
     spans: Sequence[ReadableSpan] = collect.spans
     collect.spans = []
-    for i in range(0, len(spans), BATCH):
-        if exporter.export(spans[i : i + BATCH]) is not success:
-            raise ConnectionError(f"{url}: the OTLP receiver did not accept the spans (see the log for its answer)")
+    batch: list[ReadableSpan] = []
+    size = 0
+    for span in spans:
+        n = _size(span)
+        if batch and (len(batch) >= BATCH or size + n > MAX_REQUEST_BYTES):
+            _export(exporter, batch, url, success)
+            batch, size = [], 0
+        batch.append(span)
+        size += n
+    if batch:
+        _export(exporter, batch, url, success)
     return len(spans)
+
+
+def _export(exporter: Any, batch: Sequence[ReadableSpan], url: str, success: Any) -> None:
+    if exporter.export(batch) is not success:
+        raise ConnectionError(f"{url}: the OTLP receiver did not accept the spans (see the log for its answer)")
