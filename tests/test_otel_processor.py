@@ -88,8 +88,9 @@ def test_pydantic_ai_conversation_over_two_runs_is_one_session(tmp_path: Path, f
         "assistant",
     ]
     assert got[6] == {"role": "user", "content": "and in Lyon?"}
-    assert [m.get("toolCallId") for m in got if m["role"] == "tool"] == ["call_weather01", "call_time02", "call_weather03", "call_time04"]
-    assert got[8]["content"] == "sunny in Lyon"
+    # The two tools of a turn run in parallel and are recorded as they finish.
+    assert {m["toolCallId"] for m in got[3:5]} == {"call_weather01", "call_time02"}
+    assert {m["toolCallId"]: m["content"] for m in got[8:10]} == {"call_weather03": "sunny in Lyon", "call_time04": "noon in UTC"}
 
 
 def _agent_turn(tracer: Any, n: int) -> None:
@@ -478,3 +479,31 @@ def test_a_root_whose_parent_is_in_another_service_closes_the_session(tmp_path: 
     processor = tp._active_span_processor._span_processors[0]
     assert processor._open == {} and [m["content"] for m in messages_of(path)] == ["q", "a"]
     tp.shutdown()
+
+
+def test_malformed_genai_attributes_record_what_is_readable_and_never_fail(tmp_path: Path) -> None:
+    """Broken JSON, wrong types and odd indexes: no internal error (the suite turns those into
+    failures), no exception into the application, and the readable parts are still recorded."""
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path))
+    tracer = tp.get_tracer("t")
+    odd: list[dict[str, Any]] = [
+        {"gen_ai.operation.name": "chat", "gen_ai.input.messages": "not json", "gen_ai.output.messages": '{"a": 1}'},
+        {"gen_ai.operation.name": "chat", "gen_ai.input.messages": "[1, null, \"x\", {\"role\": 5}]"},
+        {"gen_ai.operation.name": "chat", "gen_ai.input.messages": '[{"role": "user", "parts": "text"}]'},
+        {"gen_ai.operation.name": "chat", "gen_ai.output.messages": '[{"role": "assistant", "parts": [{"type": "tool_call", "id": 123, "name": null, "arguments": [1]}]}]'},
+        {"openinference.span.kind": "LLM", "llm.input_messages.0.message.role": 7, "llm.input_messages.x.message.content": "?",
+         "llm.output_messages.0.message.tool_calls.0.tool_call": "flat", "llm.token_count.prompt": "12"},
+        {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.call.result": 3.5},
+        {"openinference.span.kind": "TOOL", "input.value": "{broken", "output.value": '{"type": "tool", "data": 5}'},
+        {"gen_ai.operation.name": "chat", "gen_ai.system_instructions": "plain words, not JSON",
+         "gen_ai.input.messages": semconv([user("still fine")]), "gen_ai.output.messages": semconv([reply("ok")])},
+    ]
+    with tracer.start_as_current_span("agent"):
+        for attrs in odd:
+            _span(tracer, "odd", attrs, [("gen_ai.choice", {"gen_ai.event.content": "{not json"})])
+    tp.shutdown()
+    (path,) = files(tmp_path)
+    got = messages_of(path)
+    assert {"role": "system", "content": "plain words, not JSON"} in got
+    assert got[-2:] == [{"role": "user", "content": "still fine"}, {"role": "assistant", "content": "ok"}]

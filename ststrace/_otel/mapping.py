@@ -136,11 +136,16 @@ def _arguments(value: Any) -> str:
     return json_text(value)
 
 
-def _tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    return {
-        "id": call_id if isinstance(call_id, str) and call_id else new_tool_call_id(),
-        "function": {"name": name if isinstance(name, str) else "", "arguments": _arguments(arguments)},
-    }
+def _add_call(calls: list[dict[str, Any]], call_id: Any, name: Any, arguments: Any) -> None:
+    """Append one STS tool call; a call without a function name says nothing and is left out."""
+    if not isinstance(name, str) or not name:
+        return
+    calls.append(
+        {
+            "id": call_id if isinstance(call_id, str) and call_id else new_tool_call_id(),
+            "function": {"name": name, "arguments": _arguments(arguments)},
+        }
+    )
 
 
 def _tool_message(call_id: Any, content: Any) -> Message:
@@ -176,7 +181,7 @@ def _openai_calls(value: Any) -> list[dict[str, Any]]:
             continue
         fn = call.get("function")
         fn = fn if isinstance(fn, _MAP) else call
-        calls.append(_tool_call(call.get("id"), fn.get("name"), fn.get("arguments")))
+        _add_call(calls, call.get("id"), fn.get("name"), fn.get("arguments"))
     return calls
 
 
@@ -238,7 +243,7 @@ def _parts_message(item: Mapping[str, Any]) -> list[Message]:
             if thought:
                 thoughts.append(thought)
         elif kind == "tool_call":
-            calls.append(_tool_call(part.get("id"), part.get("name"), part.get("arguments")))
+            _add_call(calls, part.get("id"), part.get("name"), part.get("arguments"))
         elif kind == "tool_call_response":
             result = part["response"] if "response" in part else part.get("result")
             results.append(_tool_message(part.get("id"), result))
@@ -434,7 +439,7 @@ def _oi_message(node: Any) -> Message | None:
         if isinstance(tc, _MAP):
             fn = tc.get("function")
             fn = fn if isinstance(fn, _MAP) else {}
-            calls.append(_tool_call(tc.get("id"), fn.get("name"), fn.get("arguments")))
+            _add_call(calls, tc.get("id"), fn.get("name"), fn.get("arguments"))
     return _role_message(role, content_text(content), "", calls, msg.get("tool_call_id"))
 
 
@@ -447,7 +452,7 @@ def _legacy_message(node: Any) -> Message | None:
     calls = []
     for call in node.get("tool_calls") or ():
         if isinstance(call, _MAP):
-            calls.append(_tool_call(call.get("id"), call.get("name"), call.get("arguments")))
+            _add_call(calls, call.get("id"), call.get("name"), call.get("arguments"))
     return _role_message(role, content_text(node.get("content")), "", calls, node.get("tool_call_id"))
 
 

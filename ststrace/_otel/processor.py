@@ -188,28 +188,34 @@ class SpanProcessor(_SdkSpanProcessor):
     # -- the application's threads ----------------------------------------------------
 
     def on_start(self, span: Span, parent_context: Context | None = None) -> None:
-        attrs = _attributes(span)
-        if not attrs or MARKERS.isdisjoint(attrs):
-            return
-        trace_id = span.context.trace_id
-        self._live.add(trace_id)
-        # An agent span starts before the model calls inside it end: its
-        # conversation id and agent name are known before the file opens.
-        conversation = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
-        agent = attrs.get("gen_ai.agent.name")
-        harness = attrs.get("ststrace.session.harness")
-        if conversation or agent or harness:
-            self._put(("start", trace_id, conversation, agent, harness, attrs.get("ststrace.session.name")))
+        try:
+            attrs = _attributes(span)
+            if not attrs or MARKERS.isdisjoint(attrs):
+                return
+            trace_id = span.context.trace_id
+            self._live.add(trace_id)
+            # An agent span starts before the model calls inside it end: its
+            # conversation id and agent name are known before the file opens.
+            conversation = attrs.get("gen_ai.conversation.id") or attrs.get("session.id")
+            agent = attrs.get("gen_ai.agent.name")
+            harness = attrs.get("ststrace.session.harness")
+            if conversation or agent or harness:
+                self._put(("start", trace_id, conversation, agent, harness, attrs.get("ststrace.session.name")))
+        except Exception as exc:  # never into the application's span.start()
+            internal_error(exc, "ststrace.otel.SpanProcessor.on_start")
 
     def on_end(self, span: ReadableSpan) -> None:
-        attrs = _attributes(span)
-        if attrs and not MARKERS.isdisjoint(attrs):
-            self._live.add(span.context.trace_id)  # type: ignore[union-attr]
-            self._put(span)
-        elif _is_root(span):
-            trace_id = span.context.trace_id  # type: ignore[union-attr]
-            if trace_id in self._live:
-                self._put(("root", trace_id))
+        try:
+            attrs = _attributes(span)
+            if attrs and not MARKERS.isdisjoint(attrs):
+                self._live.add(span.context.trace_id)  # type: ignore[union-attr]
+                self._put(span)
+            elif _is_root(span):
+                trace_id = span.context.trace_id  # type: ignore[union-attr]
+                if trace_id in self._live:
+                    self._put(("root", trace_id))
+        except Exception as exc:  # never into the application's span.end()
+            internal_error(exc, "ststrace.otel.SpanProcessor.on_end")
 
     def _put(self, item: Any) -> None:
         if self._shut:
@@ -535,6 +541,8 @@ class SpanProcessor(_SdkSpanProcessor):
             if claimed is not None:
                 session.record(_result(claimed, result, end))
                 return
+        if not name:
+            return  # an unnamed tool no call asked for: nothing to record
         # A tool run that no recorded model call asked for: its call, then its result.
         call_id = call_id or new_tool_call_id()
         message: dict[str, Any] = {
