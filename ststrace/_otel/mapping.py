@@ -175,7 +175,7 @@ def _openai_calls(value: Any) -> list[dict[str, Any]]:
     value = _json(value)
     if not isinstance(value, (list, tuple)):
         return []
-    calls = []
+    calls: list[dict[str, Any]] = []
     for call in value:
         if not isinstance(call, _MAP):
             continue
@@ -433,7 +433,7 @@ def _oi_message(node: Any) -> Message | None:
             elif mc.get("type") in _MEDIA:
                 pieces.append(_MEDIA[mc["type"]])
         content = "\n".join(pieces)
-    calls = []
+    calls: list[dict[str, Any]] = []
     for call in msg.get("tool_calls") or ():
         tc = call.get("tool_call") if isinstance(call, _MAP) else None
         if isinstance(tc, _MAP):
@@ -449,7 +449,7 @@ def _legacy_message(node: Any) -> Message | None:
     role = _role(node.get("role"))
     if role is None:
         return None
-    calls = []
+    calls: list[dict[str, Any]] = []
     for call in node.get("tool_calls") or ():
         if isinstance(call, _MAP):
             _add_call(calls, call.get("id"), call.get("name"), call.get("arguments"))
