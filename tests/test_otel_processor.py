@@ -418,9 +418,11 @@ def test_constructor_rejects_per_trace_options_and_bad_session_options(tmp_path:
 
 
 def test_force_flush_blocks_until_the_open_session_is_on_disk(tmp_path: Path) -> None:
-    """force_flush() writes a trace still in progress (its root has not ended) to the file."""
+    """force_flush() writes and closes a trace still in progress (its root has not ended); the
+    trace's later spans append to the same file without writing the history again."""
     tp = TracerProvider(shutdown_on_exit=False)
-    tp.add_span_processor(SpanProcessor(tmp_path, flush_interval=60.0))
+    processor = SpanProcessor(tmp_path, flush_interval=60.0)
+    tp.add_span_processor(processor)
     tracer = tp.get_tracer("t")
     with tracer.start_as_current_span("agent"):
         _span(tracer, "chat", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": semconv([user("q")]),
@@ -428,7 +430,13 @@ def test_force_flush_blocks_until_the_open_session_is_on_disk(tmp_path: Path) ->
         assert tp.force_flush() is True
         (path,) = files(tmp_path)
         assert [m["content"] for m in messages_of(path)] == ["q", "a"]
+        assert processor._open == {}  # closed: whole on disk even if the process is frozen now
+        history = [user("q"), reply("a"), user("q2")]
+        _span(tracer, "chat", {"gen_ai.operation.name": "chat", "gen_ai.input.messages": semconv(history),
+                               "gen_ai.output.messages": semconv([reply("a2")])})
     tp.shutdown()
+    assert files(tmp_path) == [path]
+    assert [m["content"] for m in messages_of(path)] == ["q", "a", "q2", "a2"]
 
 
 def test_conversation_resumed_by_a_new_processor_records_only_what_is_new(tmp_path: Path) -> None:

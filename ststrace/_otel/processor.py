@@ -269,7 +269,8 @@ class SpanProcessor(_SdkSpanProcessor):
     # -- flush and shutdown -------------------------------------------------------------
 
     def force_flush(self, timeout_millis: int = 30000) -> bool:
-        """Block until every span ended so far is written and the files are flushed."""
+        """Block until every span ended so far is written and its file flushed and closed
+        (a later span of an unfinished trace reopens the file and appends)."""
         return self._barrier("flush", timeout_millis)
 
     def shutdown(self) -> None:
@@ -329,8 +330,11 @@ class SpanProcessor(_SdkSpanProcessor):
                 self._events.popitem(last=False)  # spans that never ended
         elif kind == "flush":
             try:
-                for entry in list(self._open.values()):
-                    self._guarded(entry.session.flush)
+                # Closed, not just flushed: a process frozen or killed after
+                # force_flush() (serverless) leaves whole files. A later span of
+                # the same trace reopens its file and carries on.
+                for key in list(self._open):
+                    self._close(key)
             finally:
                 item[1].set()
         elif kind == "close":
