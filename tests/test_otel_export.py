@@ -314,3 +314,25 @@ def test_a_long_session_is_sent_in_requests_of_bounded_size(
     assert len(receiver.requests) > 3
     sizes = [r.ByteSize() for r in receiver.requests]
     assert max(sizes) < 60_000, sizes  # the root span (whole conversation) alone is ~20 KB
+
+
+def test_several_files_become_several_traces_and_round_trip_each(receiver: Receiver, tmp_path: Path) -> None:
+    """Two sessions in one command: two traces, each read back by the processor into its own file."""
+    first = tmp_path / "a.jsonl"
+    write_source(first)
+    second = tmp_path / "b.jsonl"
+    with Session(second, id="other-session", harness="h2") as s:
+        s.user("ping")
+        s.assistant("pong", model="m2")
+    assert main(["otlp", str(first), str(second), "--endpoint", receiver.url]) == 0
+    spans = receiver.spans()
+    assert len({s.trace_id for s in spans}) == 2
+    processor = SpanProcessor(tmp_path / "back")
+    for span in rebuilt(spans):
+        processor.on_end(span)
+    processor.shutdown()
+    back = sorted(p.name for p in (tmp_path / "back").glob("*.jsonl"))
+    assert back == ["other-session.jsonl", "weather-session-1.jsonl"]
+    other = ststrace.read(tmp_path / "back" / "other-session.jsonl")
+    assert other.header["harness"] == "h2"
+    assert [(m["role"], m["content"], m.get("model")) for m in other.messages] == [("user", "ping", None), ("assistant", "pong", "m2")]

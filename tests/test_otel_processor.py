@@ -515,3 +515,42 @@ def test_malformed_genai_attributes_record_what_is_readable_and_never_fail(tmp_p
     got = messages_of(path)
     assert {"role": "system", "content": "plain words, not JSON"} in got
     assert got[-2:] == [{"role": "user", "content": "still fine"}, {"role": "assistant", "content": "ok"}]
+
+
+def test_interpreter_exit_without_shutdown_writes_every_queued_span(tmp_path: Path) -> None:
+    """A program that never shuts its provider down: at exit the queued spans are written and the
+    files closed whole, even though ststrace's own exit hook closes open sessions first."""
+    import subprocess
+    import sys
+
+    script = f"""
+import orjson
+from opentelemetry.sdk.trace import TracerProvider
+from ststrace.otel import SpanProcessor
+tp = TracerProvider(shutdown_on_exit=False)
+tp.add_span_processor(SpanProcessor({str(tmp_path)!r}, flush_interval=60.0))
+tracer = tp.get_tracer("t")
+for n in range(20):
+    with tracer.start_as_current_span("agent"):
+        history = []
+        for turn in range(10):
+            history.append({{"role": "user", "parts": [{{"type": "text", "content": f"q{{n}}.{{turn}}"}}]}})
+            attrs = {{"gen_ai.operation.name": "chat", "gen_ai.input.messages": orjson.dumps(history).decode(),
+                      "gen_ai.output.messages": orjson.dumps([{{"role": "assistant", "parts": [{{"type": "text", "content": f"a{{n}}.{{turn}}"}}]}}]).decode()}}
+            with tracer.start_as_current_span("chat", attributes=attrs):
+                pass
+            history.append({{"role": "assistant", "parts": [{{"type": "text", "content": f"a{{n}}.{{turn}}"}}]}})
+    # Leave the last trace open: its root never ends.
+tracer.start_span("never ends")
+with tracer.start_as_current_span("open agent"):
+    pass
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "internal error" not in done.stderr, done.stderr
+    found = files(tmp_path)
+    assert len(found) == 20
+    for path in found:
+        got = messages_of(path)
+        n = got[0]["content"][1:].split(".")[0]
+        assert [m["content"] for m in got] == [f"{p}{n}.{t}" for t in range(10) for p in ("q", "a")]
