@@ -346,10 +346,9 @@ def _event_message(name: str, body: Mapping[str, Any]) -> Message | None:
     role = _OLD_EVENTS.get(name)
     if role is None:
         return None
-    content = _json(body.get("content")) if role == "assistant" else body.get("content")
+    content = body.get("content")
     if role == "assistant":
-        text = content if isinstance(content, str) else content_text(body.get("content"))
-        return _assistant(text or "", "", _openai_calls(body.get("tool_calls")))
+        return _assistant(content_text(content), "", _openai_calls(body.get("tool_calls")))
     if role == "tool":
         return _tool_message(body.get("id") or body.get("tool_call_id"), content)
     return {"role": role, "content": content_text(content)}
