@@ -3,7 +3,8 @@
 
 In: :class:`SpanProcessor` turns the GenAI spans of any instrumentation
 (OpenTelemetry GenAI conventions, OpenInference, OpenLLMetry) into one STS
-session file per trace.
+session file per trace; ``processor.logs()`` adds GenAI events that an
+instrumentation sends as log records.
 
 Out: :func:`export` sends STS sessions to any OTLP/HTTP receiver as traces in the
 GenAI conventions (also ``ststrace otlp FILE... --endpoint URL``).
