@@ -537,15 +537,24 @@ class Session:
         self._emit(_records.single_call(call_id, name, arguments))
         return call_id
 
-    def _record_inputs(self, messages: list[dict[str, Any]], stateful: str | None = None) -> None:
+    def _record_inputs(
+        self,
+        messages: list[dict[str, Any]],
+        stateful: str | None = None,
+        timestamp: int | None = None,
+        fingerprints: list[int] | None = None,
+    ) -> None:
         """Record the user/system/tool messages of a model call's conversation
         that this session has not recorded yet (see ``_new_start``).
 
         *stateful* names a server-side conversation the call continues
         (``previous_response_id=...``): *messages* are then the new turn
         only, all new unless the very same turn was sent on the same
-        conversation before (a retry)."""
-        fps = [_fingerprint(m) for m in messages]
+        conversation before (a retry). *timestamp* (epoch ms) dates the new
+        messages when they were sent earlier than now (spans read after the fact);
+        *fingerprints*, when given, are those of *messages*, kept by a caller
+        that sees the same history resent."""
+        fps = fingerprints if fingerprints is not None else [_fingerprint(m) for m in messages]
         to_emit: list[dict[str, Any]] = []
         direct: list[int] | None = None
         new_system: dict[str, Any] | None = None
@@ -593,6 +602,8 @@ class Session:
                 to_emit.insert(at, _records.message("system", new_system.get("content")))
             self._direct.clear()
         for msg in to_emit:
+            if timestamp is not None:
+                msg["timestamp"] = timestamp
             self._emit(msg)
 
     def __repr__(self) -> str:

@@ -47,6 +47,7 @@ COMMANDS: list[Command] = [
     _lazy("tail", "tail", "follow a trace while it is being written"),
     _lazy("convert", "convert", "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS"),
     _lazy("upload", "upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket"),
+    _lazy("otlp", "otlp", "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"),
 ]
 
 

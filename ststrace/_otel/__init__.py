@@ -1,0 +1,1 @@
+"""OpenTelemetry both ways (``ststrace.otel``): GenAI spans in, OTLP out."""
