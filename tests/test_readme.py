@@ -49,6 +49,10 @@ def test_every_python_block_in_the_readme_runs(
     monkeypatch.delenv("STSTRACE_DIR", raising=False)
     namespace: dict[str, Any] = {"__name__": "__readme__"}
     ran = 0
+    from test_otel_export import Receiver  # needs the `test` extra's OpenTelemetry packages
+
+    otlp = Receiver()  # the OTLP/HTTP backend the OpenTelemetry section sends to
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.url)
     with FakeAPI() as api:
         monkeypatch.setenv("OPENAI_BASE_URL", api.openai_base_url)
         monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
@@ -69,5 +73,7 @@ def test_every_python_block_in_the_readme_runs(
                 ran += 1
         finally:
             ststrace.uninstrument()
+            otlp.close()
     assert ran >= 5
+    assert otlp.spans(), "the README's export block sent no span"
     assert list(tmp_path.joinpath("traces").glob("*.jsonl")), "the README's sessions wrote no trace"
