@@ -23,7 +23,7 @@ import orjson
 import wrapt
 
 from . import _records
-from ._context import bound_tool_call_id, current, in_llm_call
+from ._context import bound_tool_call_id, current, current_tool_call, in_llm_call
 from ._encode import content_text, dumps, json_text
 from ._errors import internal_error, logger
 from ._session import Session
@@ -155,16 +155,24 @@ class _ToolSpec:
 class _ToolCall:
     """One running @tool call: which id it answers and where to record."""
 
-    __slots__ = ("session", "call_id", "spec")
+    # ``children``: ids of sub-agent sessions opened inside this call (see _subagents).
+    __slots__ = ("session", "call_id", "spec", "children")
 
     def __init__(self, session: Session, call_id: str, spec: _ToolSpec) -> None:
         self.session = session
         self.call_id = call_id
         self.spec = spec
+        self.children: list[str] | None = None
 
     def finish(self, result: Any) -> None:
         try:
             content = content_text(result) if self.spec.capture_result else ""
+            if result is None and self.children:
+                # Nothing returned but sub-agents ran: point at their sessions.
+                # A result the user returned is never rewritten.
+                from ._subagents import mention
+
+                content = mention(self.children)
             self.session._emit(_records.tool_result(self.call_id, content))
         except Exception as exc:
             internal_error(exc, f"@tool {self.spec.name}")
@@ -324,11 +332,15 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             call = _begin_tool(spec, session, instance, args, kwargs)
             if call is None:
                 return wrapped(*args, **kwargs)
+            # The running call, so a Session opened inside links to it (sub-agents).
+            scope = current_tool_call.set(call)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as exc:
+                current_tool_call.reset(scope)
                 call.fail(exc)
                 raise
+            current_tool_call.reset(scope)
             call.finish(result)
             return result
 
@@ -366,11 +378,14 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
 
 
 async def _run_tool_async(coro: Any, call: _ToolCall) -> Any:
+    scope = current_tool_call.set(call)  # see the sync wrapper: sub-agent links
     try:
         result = await coro
     except BaseException as exc:
+        current_tool_call.reset(scope)
         call.fail(exc)
         raise
+    current_tool_call.reset(scope)
     call.finish(result)
     return result
 

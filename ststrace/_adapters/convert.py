@@ -8,6 +8,7 @@ from ._common import Message, get, internal_error
 from .messages import message_from_message_like
 from .openai_chat import message_from_completion
 from .openai_responses import message_from_response
+from .usage import attach as attach_usage
 
 
 def convert(obj: Any) -> Message | None:
@@ -35,7 +36,7 @@ def response_to_message(obj: object) -> Message | None:
     Never raises: an internal failure is logged and gives ``None``.
     """
     try:
-        return convert(obj)
+        return attach_usage(convert(obj), obj)
     except Exception:
         internal_error("response_to_message")
         return None

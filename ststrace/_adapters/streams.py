@@ -25,6 +25,7 @@ from .anthropic import AnthropicAccumulator
 from .convert import convert
 from .openai_chat import ChatAccumulator
 from .openai_responses import ResponsesAccumulator
+from .usage import UsageAccumulator, usage_from_response
 
 OnDone = Callable[[Message], None]
 
@@ -36,6 +37,7 @@ class Accumulator:
         self.chat = ChatAccumulator()
         self.responses = ResponsesAccumulator()
         self.anthropic = AnthropicAccumulator()
+        self.usage = UsageAccumulator()  # token counts, from the chunks that carry them
         self._text: list[str] = []
 
     def add(self, chunk: Any) -> None:
@@ -48,18 +50,29 @@ class Accumulator:
                 inner = get(chunk, "chunk")
                 if inner is not None:
                     self.chat.add(inner)
+                    self.usage.add_chat(inner)
             elif kind.startswith("response."):
                 self.responses.add_event(kind, chunk)
+                self.usage.add_event(kind, chunk)
             elif kind in _ANTHROPIC_EVENTS:
                 self.anthropic.add_event(kind, chunk)
+                self.usage.add_event(kind, chunk)
             # Other typed events (anthropic "text", openai "content.delta", ...)
             # repeat what the raw events carry.
             return
         choices = get(chunk, "choices")
         if choices is not None:
             self.chat.add_choices(chunk, choices)
+            self.usage.add_chat(chunk)
 
     def result(self) -> Message:
+        message = self._message()
+        usage = self.usage.result()
+        if usage is not None:
+            message["usage"] = usage
+        return message
+
+    def _message(self) -> Message:
         for acc in (self.anthropic, self.responses, self.chat):
             if acc.seen_anything:
                 return acc.result()
@@ -179,6 +192,10 @@ class StreamState:
         for key in ("reasoningContent", "model"):
             if key not in message and key in merged:
                 message[key] = merged[key]
+        # Usage: the complete reply's own report, else what the chunks carried.
+        usage = usage_from_response(complete) or merged.get("usage")
+        if usage is not None:
+            message["usage"] = usage
         return message
 
 
