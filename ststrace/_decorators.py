@@ -632,13 +632,14 @@ class _LlmCall:
         try:
             from . import _adapters
 
+            # Token usage on the recorded reply, unless Session(usage=False).
             if _adapters.is_stream(result):
-                return _adapters.wrap_stream(result, self.record)
+                return _adapters.wrap_stream(result, self.record, usage=self.session._keep_usage)
             if inspect.isawaitable(result):
                 # A plain function handing back the async client's coroutine:
                 # the reply is known once the caller awaits it.
                 return _run_llm_async(result, self)
-            msg = _adapters.response_to_message(result)
+            msg = _adapters.response_to_message(result, usage=self.session._keep_usage)
             if msg is None:
                 logger.warning(
                     "ststrace: @llm got a %s it does not understand; recorded its JSON text",
@@ -666,7 +667,7 @@ class _LlmItems(_Observer):
     def done(self) -> None:
         from . import _adapters
 
-        self.call.record(_adapters.accumulate(self.chunks))
+        self.call.record(_adapters.accumulate(self.chunks, usage=self.call.session._keep_usage))
 
     def failed(self, exc: BaseException) -> None:
         # A stream that fails half-way records what arrived; one that fails

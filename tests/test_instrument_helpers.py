@@ -105,10 +105,12 @@ INPUTS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USE
 
 
 def strip(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages without their timestamps (which must be present and integers)."""
+    """Messages without their timestamps (which must be present and integers) and
+    token usage (whose values are checked in tests/test_usage.py)."""
     out = []
     for m in messages:
         m = dict(m)
+        m.pop("usage", None)
         ts = m.pop("timestamp", None)
         assert isinstance(ts, int) and ts > 1_600_000_000_000, f"bad timestamp in {m}"
         out.append(m)
