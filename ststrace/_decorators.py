@@ -30,6 +30,10 @@ from ._session import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
 
+# Bound once: set around every @tool call (sub-agent links), so lookups count.
+_enter_tool_scope = current_tool_call.set
+_leave_tool_scope = current_tool_call.reset
+
 _SYNC, _ASYNC, _GEN, _ASYNCGEN = range(4)
 
 
@@ -333,14 +337,14 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             if call is None:
                 return wrapped(*args, **kwargs)
             # The running call, so a Session opened inside links to it (sub-agents).
-            scope = current_tool_call.set(call)
+            scope = _enter_tool_scope(call)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as exc:
-                current_tool_call.reset(scope)
+                _leave_tool_scope(scope)
                 call.fail(exc)
                 raise
-            current_tool_call.reset(scope)
+            _leave_tool_scope(scope)
             call.finish(result)
             return result
 
@@ -378,14 +382,14 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
 
 
 async def _run_tool_async(coro: Any, call: _ToolCall) -> Any:
-    scope = current_tool_call.set(call)  # see the sync wrapper: sub-agent links
+    scope = _enter_tool_scope(call)  # see the sync wrapper: sub-agent links
     try:
         result = await coro
     except BaseException as exc:
-        current_tool_call.reset(scope)
+        _leave_tool_scope(scope)
         call.fail(exc)
         raise
-    current_tool_call.reset(scope)
+    _leave_tool_scope(scope)
     call.finish(result)
     return result
 
