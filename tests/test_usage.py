@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 import ststrace
+import ststrace._adapters
 from ststrace import Session, llm
 from ststrace._adapters.usage import UsageAccumulator, usage_of
 from ststrace.testing import FakeAPI
@@ -398,14 +399,30 @@ def test_bad_usage_by_hand_is_a_clear_error(bad: Any, match: str, tmp_path: Path
 
 
 def test_usage_false_leaves_it_out(fake_api: FakeAPI, tmp_path: Path, patched_all: None) -> None:
-    """``Session(usage=False)``: no usage field, from a client or by hand."""
+    """``Session(usage=False)``: no usage field, from a client, a stream or by hand."""
     client = openai_client(fake_api)
     path = tmp_path / "t.jsonl"
     with Session(path, usage=False) as s:
         client.chat.completions.create(model=MODEL, messages=chat_messages())
+        list(anthropic_client(fake_api).messages.create(model="c", max_tokens=9, messages=[{"role": "user", "content": "x"}], stream=True))
         s.assistant("x", usage={"input": 1, "output": 1})
+        assert s.stats()["usage"] == {}
     replies = assistants(path)
-    assert len(replies) == 2 and all("usage" not in m for m in replies)
+    assert len(replies) == 3 and all("usage" not in m for m in replies)
+
+
+def test_adapters_add_usage_only_when_asked() -> None:
+    """The pure converters keep their plain output; the recording layer asks for usage."""
+    reply = {
+        "model": "m",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+        "usage": {"prompt_tokens": 3, "completion_tokens": 1},
+    }
+    chunks = [{"model": "m", "choices": [{"index": 0, "delta": {"content": "hi"}}]}, {"choices": [], "usage": reply["usage"]}]
+    assert "usage" not in ststrace._adapters.response_to_message(reply)
+    assert ststrace._adapters.response_to_message(reply, usage=True)["usage"] == sts(3, 1)  # type: ignore[index]
+    assert "usage" not in ststrace._adapters.accumulate(chunks)
+    assert ststrace._adapters.accumulate(chunks, usage=True)["usage"] == sts(3, 1)
 
 
 PRICES = {MODEL: {"input": 2.5e-6, "output": 1e-5, "cacheRead": 1.25e-6}}

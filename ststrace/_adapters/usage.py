@@ -26,7 +26,7 @@ shape is "no usage".
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from ._common import get
@@ -257,9 +257,6 @@ def check_usage(value: Any) -> Usage:
             f"not {type(value).__name__}"
         )
     return usage
-
-
-Prices = Mapping[str, Mapping[str, float]] | Callable[[str], Mapping[str, float] | None]
 
 
 def check_prices(prices: Any) -> Any:
