@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._session import Session
@@ -22,3 +22,7 @@ in_llm_call: ContextVar[bool] = ContextVar("ststrace.in_llm_call", default=False
 def current_session() -> Session | None:
     """The session that recording calls in this context go to, or ``None``."""
     return current.get()
+
+#: The ``@tool`` call (or integration tool scope) running in this context, so a
+#: Session opened inside it links to it as a sub-agent (see ``_subagents``).
+current_tool_call: ContextVar[Any] = ContextVar("ststrace.current_tool_call", default=None)

@@ -23,12 +23,16 @@ import orjson
 import wrapt
 
 from . import _records
-from ._context import bound_tool_call_id, current, in_llm_call
+from ._context import bound_tool_call_id, current, current_tool_call, in_llm_call
 from ._encode import content_text, dumps, json_text
 from ._errors import internal_error, logger
 from ._session import Session
 
 F = TypeVar("F", bound=Callable[..., Any])
+
+# Bound once: set around every @tool call (sub-agent links), so lookups count.
+_enter_tool_scope = current_tool_call.set
+_leave_tool_scope = current_tool_call.reset
 
 _SYNC, _ASYNC, _GEN, _ASYNCGEN = range(4)
 
@@ -155,16 +159,24 @@ class _ToolSpec:
 class _ToolCall:
     """One running @tool call: which id it answers and where to record."""
 
-    __slots__ = ("session", "call_id", "spec")
+    # ``children``: ids of sub-agent sessions opened inside this call (see _subagents).
+    __slots__ = ("session", "call_id", "spec", "children")
 
     def __init__(self, session: Session, call_id: str, spec: _ToolSpec) -> None:
         self.session = session
         self.call_id = call_id
         self.spec = spec
+        self.children: list[str] | None = None
 
     def finish(self, result: Any) -> None:
         try:
             content = content_text(result) if self.spec.capture_result else ""
+            if result is None and self.children:
+                # Nothing returned but sub-agents ran: point at their sessions.
+                # A result the user returned is never rewritten.
+                from ._subagents import mention
+
+                content = mention(self.children)
             self.session._emit(_records.tool_result(self.call_id, content))
         except Exception as exc:
             internal_error(exc, f"@tool {self.spec.name}")
@@ -324,11 +336,15 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             call = _begin_tool(spec, session, instance, args, kwargs)
             if call is None:
                 return wrapped(*args, **kwargs)
+            # The running call, so a Session opened inside links to it (sub-agents).
+            scope = _enter_tool_scope(call)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as exc:
+                _leave_tool_scope(scope)
                 call.fail(exc)
                 raise
+            _leave_tool_scope(scope)
             call.finish(result)
             return result
 
@@ -366,11 +382,14 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
 
 
 async def _run_tool_async(coro: Any, call: _ToolCall) -> Any:
+    scope = _enter_tool_scope(call)  # see the sync wrapper: sub-agent links
     try:
         result = await coro
     except BaseException as exc:
+        _leave_tool_scope(scope)
         call.fail(exc)
         raise
+    _leave_tool_scope(scope)
     call.finish(result)
     return result
 
@@ -617,13 +636,14 @@ class _LlmCall:
         try:
             from . import _adapters
 
+            # Token usage on the recorded reply, unless Session(usage=False).
             if _adapters.is_stream(result):
-                return _adapters.wrap_stream(result, self.record)
+                return _adapters.wrap_stream(result, self.record, usage=self.session._keep_usage)
             if inspect.isawaitable(result):
                 # A plain function handing back the async client's coroutine:
                 # the reply is known once the caller awaits it.
                 return _run_llm_async(result, self)
-            msg = _adapters.response_to_message(result)
+            msg = _adapters.response_to_message(result, usage=self.session._keep_usage)
             if msg is None:
                 logger.warning(
                     "ststrace: @llm got a %s it does not understand; recorded its JSON text",
@@ -651,7 +671,7 @@ class _LlmItems(_Observer):
     def done(self) -> None:
         from . import _adapters
 
-        self.call.record(_adapters.accumulate(self.chunks))
+        self.call.record(_adapters.accumulate(self.chunks, usage=self.call.session._keep_usage))
 
     def failed(self, exc: BaseException) -> None:
         # A stream that fails half-way records what arrived; one that fails

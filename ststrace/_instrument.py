@@ -65,14 +65,17 @@ class _Patch:
     """One patched attribute. ``active`` is read by the wrapper on every call, so
     a patch another library has wrapped on top of can still be switched off."""
 
-    __slots__ = ("owner", "attr", "original", "wrapper", "active")
+    __slots__ = ("owner", "attr", "original", "wrapper", "active", "inherited")
 
-    def __init__(self, owner: Any, attr: str, original: Any) -> None:
+    def __init__(self, owner: Any, attr: str, original: Any, inherited: bool = False) -> None:
         self.owner = owner
         self.attr = attr
         self.original = original
         self.wrapper: Any = None
         self.active = True
+        #: The class only inherited the method: undoing deletes our attribute
+        #: rather than pinning the base class's method onto the subclass.
+        self.inherited = inherited
 
 
 _lock = threading.RLock()
@@ -230,14 +233,15 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             *parents, attr = path.split(".")
             for part in parents:
                 owner = getattr(owner, part)
-            original = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+            inherited = isinstance(owner, type) and attr not in owner.__dict__
+            original = owner.__dict__[attr] if isinstance(owner, type) and not inherited else getattr(owner, attr)
         except (ImportError, AttributeError, KeyError) as exc:
             raise InstrumentationError(
                 f"cannot instrument {key} {version}: {module_name}.{path} not found ({exc})"
             ) from exc
         if not callable(original):
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
-        patches.append(_Patch(owner, attr, original))
+        patches.append(_Patch(owner, attr, original, inherited))
         # A target may name its own wrapper factory (a runner, not a model call).
         factory = custom[0] if custom else _llm_patch
         factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
@@ -264,7 +268,10 @@ def uninstrument(*names: str) -> None:
                     patch.owner, patch.attr, None
                 )
                 if current_attr is patch.wrapper:
-                    setattr(patch.owner, patch.attr, patch.original)
+                    if patch.inherited:
+                        delattr(patch.owner, patch.attr)
+                    else:
+                        setattr(patch.owner, patch.attr, patch.original)
                 else:
                     logger.warning(
                         "ststrace: %s.%s was wrapped again after ststrace patched it; "

@@ -101,6 +101,7 @@ def message(
     tool_call_id: str | None = None,
     model: str | None = None,
     timestamp: int | None = None,
+    usage: Any = None,
 ) -> dict[str, Any]:
     # Every record passes here: plain-string content skips the call.
     msg: dict[str, Any] = {"role": role, "content": content if type(content) is str else content_text(content)}
@@ -114,8 +115,21 @@ def message(
         msg["toolCallId"] = tool_call_id
     if model:
         msg["model"] = model
+    if usage is not None:
+        msg["usage"] = check_usage(usage)
     msg["timestamp"] = _time_ns() // 1_000_000 if timestamp is None else timestamp
     return msg
+
+
+def check_usage(value: Any) -> dict[str, Any]:
+    """Token usage given by hand, in the STS shape (ValueError if malformed).
+
+    An extension of STS-Format: the optional ``usage`` object of assistant
+    messages in the shape Pi sessions carry, which the Hub already renders."""
+    # Imported here: the adapters are loaded only when a reply needs them.
+    from ._adapters.usage import check_usage as check
+
+    return check(value)
 
 
 # Shapes built on every decorated call, as dict literals: no keyword
@@ -168,6 +182,10 @@ def check_message(raw: Any) -> dict[str, Any]:
     for key in ("toolCallId", "model"):
         if key in msg and not isinstance(msg[key], str):
             raise ValueError(f"{key} must be a string")
+    if "usage" in msg:
+        if role != "assistant":
+            raise ValueError("only assistant messages may carry usage")
+        msg["usage"] = check_usage(msg["usage"])
     if role == "tool" and "toolCallId" not in msg:
         raise ValueError("a tool message needs a toolCallId")
     ts = msg.get("timestamp")

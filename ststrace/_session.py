@@ -16,7 +16,7 @@ from typing import Any, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _records, _registry, _signals
+from . import _context, _records, _registry, _signals, _subagents
 from ._encode import content_text, dumps
 from ._errors import WriteError, logger
 from ._guard import make_guard
@@ -135,6 +135,9 @@ class Session:
         max_field_chars: int | None = 1_000_000,
         sync_to: str | None = None,
         max_buffer: int = DEFAULT_MAX_BUFFER,
+        usage: bool = True,
+        prices: Any = None,
+        parent: Session | str | None | _subagents._Auto = _subagents.AUTO,
     ) -> None:
         self.disabled = _env_flag("STSTRACE_DISABLED")
         if id is not None:
@@ -160,6 +163,11 @@ class Session:
         self.sync_to = sync_to
         self._max_buffer = max_buffer
         self._given_id = id
+        # Token usage and sub-agent links (issue 18): see _record_usage and _subagents.
+        self._keep_usage = bool(usage)
+        self._prices = _check_prices(prices)
+        self._parent = _subagents.check_parent(parent)
+        self._usage_total: dict[str, Any] = {}
         self.id: str = id if id is not None else new_session_id()
         self._path: Path = self._resolve_path(path)
         if self.disabled:
@@ -223,6 +231,9 @@ class Session:
                     "(pass resume=True to append to it, or choose another path or id)"
                 ) from None
             header = _records.header(self.harness, self.id, self.name, self.metadata)
+            # A sub-agent: link to the session (and tool call) it was opened in.
+            for key, value in _subagents.links_for(self, self._parent).items():
+                header.setdefault(key, value)
             if self._guard is not None:
                 header = self._guard.header(header)
             header_line = dumps(header) + b"\n"
@@ -416,6 +427,8 @@ class Session:
             out = self._writer.stats()
         out["pending_tool_calls"] = len(self._pending)
         out["redactions"] = dict(self._guard.counts) if self._guard is not None else {}
+        with self._state_lock:
+            out["usage"] = dict(self._usage_total)
         return out
 
     # -- recording API ----------------------------------------------------------
@@ -460,10 +473,14 @@ class Session:
         reasoning: Any = None,
         tool_calls: Iterable[Any] | None = None,
         model: str | None = None,
+        usage: Any = None,
     ) -> list[str]:
-        """Record an assistant reply; returns the ids of its tool calls."""
+        """Record an assistant reply; returns the ids of its tool calls.
+
+        *usage*: token counts, ``{"input", "output", "cacheRead", "cacheWrite"}``
+        (``totalTokens`` is computed) or a provider's usage object."""
         calls = _records.normalize_tool_calls(tool_calls)
-        msg = _records.message("assistant", content, reasoning=reasoning, tool_calls=calls, model=model)
+        msg = _records.message("assistant", content, reasoning=reasoning, tool_calls=calls, model=model, usage=usage)
         self._record_assistant(msg)
         return [c["id"] for c in calls]
 
@@ -493,7 +510,34 @@ class Session:
         if calls:
             with self._state_lock:
                 self._register_calls(calls)
+        if "usage" in msg:
+            self._record_usage(msg)
         self._emit(msg)
+
+    def _record_usage(self, msg: dict[str, Any]) -> None:
+        """Drop the reply's token usage (``usage=False``), or price it
+        (``prices=``) and add it to the session's totals."""
+        if not self._keep_usage:
+            del msg["usage"]
+            return
+        usage = msg["usage"]
+        if self._prices is not None and "cost" not in usage:
+            from ._adapters.usage import cost_of
+
+            try:
+                cost = cost_of(usage, msg.get("model"), self._prices)
+            except Exception as exc:  # the user's price callable
+                logger.warning("ststrace: prices for model %r failed: %r; usage recorded without cost", msg.get("model"), exc)
+                cost = None
+            if cost is not None:
+                usage = msg["usage"] = {**usage, "cost": cost}
+        with self._state_lock:
+            totals = self._usage_total
+            for key, value in usage.items():
+                if key == "cost":
+                    totals["cost"] = totals.get("cost", 0.0) + float(value.get("total", 0.0))
+                elif isinstance(value, int):
+                    totals[key] = totals.get(key, 0) + value
 
     def _register_calls(self, calls: Iterable[Mapping[str, Any]]) -> None:
         pending = self._pending
@@ -609,6 +653,14 @@ class Session:
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._writer else "new")
         return f"<ststrace.Session id={self.id!r} path={str(self._path)!r} {state}>"
+
+
+def _check_prices(prices: Any) -> Any:
+    if prices is None:
+        return None
+    from ._adapters.usage import check_prices
+
+    return check_prices(prices)
 
 
 def _make_private_dirs(directory: Path) -> None:

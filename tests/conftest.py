@@ -20,7 +20,7 @@ import pytest  # noqa: E402
 from ststrace import _errors  # noqa: E402
 from ststrace.testing import localhost_only  # noqa: E402
 
-pytest_plugins = ["fakeapi_fixtures"]
+pytest_plugins = ["fakeapi_fixtures", "pytester"]
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

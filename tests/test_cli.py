@@ -167,7 +167,6 @@ def test_python_dash_m_validate(good: Path, tmp_path: Path) -> None:
         ["frobnicate"],
         ["validate"],
         ["view"],
-        ["view", "a.jsonl", "b.jsonl"],
         ["stats"],
         ["cat"],
         ["tail"],

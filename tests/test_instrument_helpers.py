@@ -105,10 +105,12 @@ INPUTS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USE
 
 
 def strip(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages without their timestamps (which must be present and integers)."""
+    """Messages without their timestamps (which must be present and integers) and
+    token usage (whose values are checked in tests/test_usage.py)."""
     out = []
     for m in messages:
         m = dict(m)
+        m.pop("usage", None)
         ts = m.pop("timestamp", None)
         assert isinstance(ts, int) and ts > 1_600_000_000_000, f"bad timestamp in {m}"
         out.append(m)
@@ -160,7 +162,10 @@ def targets(name: str) -> dict[str, Any]:
         *parents, attr = path.split(".")
         for part in parents:
             owner = getattr(owner, part)
-        out[f"{module_name}:{path}"] = owner.__dict__[attr] if isinstance(owner, type) else getattr(owner, attr)
+        # A method the class only inherits is patched on the class and deleted
+        # again on undo: "not its own attribute" is the state to restore.
+        own = owner.__dict__.get(attr, "<inherited>") if isinstance(owner, type) else getattr(owner, attr)
+        out[f"{module_name}:{path}"] = own
     return out
 
 

@@ -444,3 +444,29 @@ def test_a_response_without_http_response_is_reported() -> None:
     from ststrace._adapters.raw import watch_raw_response
 
     assert watch_raw_response(object(), lambda m: None, lambda r: None) == "object has no http_response"
+
+
+def test_safety_net_survives_another_instrumentations_leftover(openai_sync: Any, tmp_path: Path) -> None:
+    """OpenInference's openai instrumentor leaves ``OpenAI.request`` set on the
+    client class after ``uninstrument()``; a patch on the base class would be
+    shadowed by it and a stale raw wrapper's call would go unrecorded."""
+    oi = pytest.importorskip("openinference.instrumentation.openai")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    import openai
+
+    had_own = "request" in openai.OpenAI.__dict__
+    instrumentor = oi.OpenAIInstrumentor()
+    instrumentor.instrument(tracer_provider=TracerProvider())
+    instrumentor.uninstrument()
+    try:
+        stale_raw = openai_sync.chat.completions.with_raw_response
+        stale_raw.create(**chat(openai_sync)).parse()  # used uninstrumented: cached
+        path = new_trace(tmp_path)
+        with instrumented("openai"):
+            with Session(path):
+                stale_raw.create(**chat(openai_sync)).parse()
+        assert recorded(path) == [*INPUTS, tool_reply()]
+    finally:
+        if not had_own and "request" in openai.OpenAI.__dict__:
+            del openai.OpenAI.request  # undo the leftover for the tests after this one

@@ -12,6 +12,7 @@ import ast
 import asyncio
 import inspect
 import re
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +63,7 @@ def test_every_python_block_in_the_readme_runs(
             for line, code, directive in _blocks():
                 if directive is not None and directive.startswith("skip"):
                     continue
-                source = "\n" * (line - 1) + code  # tracebacks point at README lines
+                source = "\n" * (line - 1) + textwrap.dedent(code)  # tracebacks point at README lines
                 compiled = compile(source, str(README), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
                 try:
                     result = eval(compiled, namespace)  # noqa: S307 - our own README

@@ -8,6 +8,7 @@ from ._common import Message, get, internal_error
 from .messages import message_from_message_like
 from .openai_chat import message_from_completion
 from .openai_responses import message_from_response
+from .usage import attach as attach_usage
 
 
 def convert(obj: Any) -> Message | None:
@@ -26,16 +27,18 @@ def convert(obj: Any) -> Message | None:
     return None
 
 
-def response_to_message(obj: object) -> Message | None:
+def response_to_message(obj: object, *, usage: bool = False) -> Message | None:
     """The STS assistant message for a model reply, or ``None`` if not understood.
 
     Understands OpenAI ``ChatCompletion`` (and LiteLLM / HF shapes), OpenAI
     Responses ``Response``, Anthropic ``Message``, assistant-message objects and
     dicts (OpenAI or STS shape) and plain strings, as objects or plain dicts.
-    Never raises: an internal failure is logged and gives ``None``.
+    With ``usage=True`` the reply's token usage is added as ``usage`` (see
+    :mod:`.usage`). Never raises: an internal failure is logged and gives ``None``.
     """
     try:
-        return convert(obj)
+        message = convert(obj)
+        return attach_usage(message, obj) if usage else message
     except Exception:
         internal_error("response_to_message")
         return None

@@ -25,6 +25,7 @@ from .anthropic import AnthropicAccumulator
 from .convert import convert
 from .openai_chat import ChatAccumulator
 from .openai_responses import ResponsesAccumulator
+from .usage import UsageAccumulator, usage_from_response
 
 OnDone = Callable[[Message], None]
 
@@ -36,6 +37,7 @@ class Accumulator:
         self.chat = ChatAccumulator()
         self.responses = ResponsesAccumulator()
         self.anthropic = AnthropicAccumulator()
+        self.usage = UsageAccumulator()  # token counts, from the chunks that carry them
         self._text: list[str] = []
 
     def add(self, chunk: Any) -> None:
@@ -48,18 +50,30 @@ class Accumulator:
                 inner = get(chunk, "chunk")
                 if inner is not None:
                     self.chat.add(inner)
+                    self.usage.add_chat(inner)
             elif kind.startswith("response."):
                 self.responses.add_event(kind, chunk)
+                self.usage.add_event(kind, chunk)
             elif kind in _ANTHROPIC_EVENTS:
                 self.anthropic.add_event(kind, chunk)
+                self.usage.add_event(kind, chunk)
             # Other typed events (anthropic "text", openai "content.delta", ...)
             # repeat what the raw events carry.
             return
         choices = get(chunk, "choices")
         if choices is not None:
             self.chat.add_choices(chunk, choices)
+            self.usage.add_chat(chunk)
 
-    def result(self) -> Message:
+    def result(self, usage: bool = False) -> Message:
+        message = self._message()
+        if usage:
+            found = self.usage.result()
+            if found is not None:
+                message["usage"] = found
+        return message
+
+    def _message(self) -> Message:
         for acc in (self.anthropic, self.responses, self.chat):
             if acc.seen_anything:
                 return acc.result()
@@ -67,13 +81,14 @@ class Accumulator:
         return assistant_message("".join(self._text), model=model)
 
 
-def accumulate(chunks: Iterable[Any]) -> Message:
-    """The assistant message made of already-received ``chunks``; never raises."""
+def accumulate(chunks: Iterable[Any], *, usage: bool = False) -> Message:
+    """The assistant message made of already-received ``chunks`` (with their token
+    ``usage`` if asked and reported); never raises."""
     acc = Accumulator()
     try:
         for chunk in chunks:
             acc.add(chunk)
-        return acc.result()
+        return acc.result(usage)
     except Exception:
         internal_error("accumulate")
         return assistant_message("")
@@ -111,8 +126,9 @@ def _helper_snapshot(source: Any) -> Any:
 class StreamState:
     """Accumulation and the at-most-once finish shared by a stream's proxies."""
 
-    def __init__(self, on_done: OnDone, source: Any, started: bool) -> None:
+    def __init__(self, on_done: OnDone, source: Any, started: bool, usage: bool = False) -> None:
         self._on_done: OnDone | None = on_done
+        self.usage = usage  # add the stream's token usage to the message
         self._acc: Accumulator | None = Accumulator()
         self._lock = threading.Lock()
         self.source = source
@@ -167,7 +183,7 @@ class StreamState:
 
     def _build(self, ended: bool) -> Message | None:
         acc = self._acc
-        merged = acc.result() if acc is not None else assistant_message("")
+        merged = acc.result(self.usage) if acc is not None else assistant_message("")
         complete = self.final if self.final is not None else _helper_snapshot(self.source)
         message = convert(complete) if complete is not None else None
         if message is None:
@@ -179,6 +195,11 @@ class StreamState:
         for key in ("reasoningContent", "model"):
             if key not in message and key in merged:
                 message[key] = merged[key]
+        if self.usage:
+            # The complete reply's own report, else what the chunks carried.
+            usage = usage_from_response(complete) or merged.get("usage")
+            if usage is not None:
+                message["usage"] = usage
         return message
 
 
@@ -539,7 +560,7 @@ def is_wrapped_stream(obj: object) -> bool:
     return isinstance(obj, _Proxy)
 
 
-def wrap_stream(obj: Any, on_done: OnDone) -> Any:
+def wrap_stream(obj: Any, on_done: OnDone, *, usage: bool = False) -> Any:
     """A proxy of the stream ``obj`` that records one message through ``on_done``.
 
     ``on_done(message)`` is called at most once: when the stream is exhausted
@@ -550,11 +571,12 @@ def wrap_stream(obj: Any, on_done: OnDone) -> Any:
     delivering anything (like a failed non-streamed call), nor for a stream
     manager that was never entered. It may run from garbage collection, so it
     must not rely on context variables. Objects that cannot be streamed are
-    returned unchanged: check :func:`is_stream` first.
+    returned unchanged: check :func:`is_stream` first. With ``usage=True`` the
+    message carries the stream's token usage, when the stream reports one.
     """
     if _is_manager(type(obj)):
-        return _ManagerProxy(obj, StreamState(on_done, None, started=False))
+        return _ManagerProxy(obj, StreamState(on_done, None, started=False, usage=usage))
     cls = _stream_proxy_class(obj)
     if cls is None:
         return obj
-    return cls(obj, StreamState(on_done, obj, started=True))
+    return cls(obj, StreamState(on_done, obj, started=True, usage=usage))

@@ -8,7 +8,7 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, Callable, Iterable, Iterator, NamedTuple
 
 from .._errors import TraceFormatError
 
@@ -112,3 +112,18 @@ def positive_float(text: str) -> float:
     if not x > 0 or x == float("inf"):
         raise argparse.ArgumentTypeError(f"must be a positive number of seconds: {text}")
     return x
+
+
+def trace_files(paths: Iterable[Path]) -> list[Path]:
+    """Files and directories as given -> trace files: a directory stands for every
+    ``*.jsonl`` below it (sorted); one without any is an error."""
+    out: list[Path] = []
+    for path in paths:
+        if path.is_dir():
+            found = sorted(p for p in path.rglob("*.jsonl") if p.is_file())
+            if not found:
+                raise CliError(f"{path}: is a directory with no trace files (*.jsonl)")
+            out.extend(found)
+        else:
+            out.append(trace_file(path))
+    return out

@@ -9,12 +9,12 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .._errors import TraceFormatError
-from ._common import CliError, describe, dump_json, trace_file, warn
+from ._common import CliError, describe, dump_json, trace_file, trace_files, warn
 from ._text import fmt_duration, is_error
 
 __all__ = ["HELP", "TraceStats", "collect", "format_stats", "run", "setup", "total"]
 
-HELP = "count messages, tool calls, errors, models, duration"
+HELP = "count messages, tool calls, errors, models, tokens, sub-agents, duration"
 
 _ROLES = ("user", "assistant", "system", "tool")
 
@@ -37,11 +37,33 @@ class TraceStats:
     files: int = 1
     #: Files with a session header and no messages (``validate``: ``no-messages``).
     header_only: int = 0
+    # Token usage (the STS ``usage`` extension), sums over assistant messages;
+    # ``cost`` in USD only where the trace carries ``usage.cost``.
+    usage: dict[str, int] = field(default_factory=dict)
+    cost: float | None = None
+    usage_by_model: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Sub-agent links: this session's id and parent, and how many of the
+    # sessions given are its children (for the total: how many are sub-agents).
+    session_id: str | None = None
+    parent_session_id: str | None = None
+    sub_agents: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
         d["models"] = dict(sorted(self.models.items(), key=lambda kv: (-kv[1], kv[0])))
         return d
+
+    def add_usage(self, model: str, usage: dict[str, Any]) -> None:
+        per_model = self.usage_by_model.setdefault(model, {})
+        for key, value in usage.items():
+            if key == "cost":
+                total = value.get("total") if isinstance(value, dict) else None
+                if isinstance(total, (int, float)) and not isinstance(total, bool):
+                    self.cost = (self.cost or 0.0) + total
+                    per_model["cost"] = per_model.get("cost", 0.0) + total
+            elif isinstance(value, int) and not isinstance(value, bool):
+                self.usage[key] = self.usage.get(key, 0) + value
+                per_model[key] = per_model.get(key, 0) + value
 
 
 def collect(path: str | os.PathLike[str], messages: Iterable[dict[str, Any]]) -> TraceStats:
@@ -56,6 +78,9 @@ def collect(path: str | os.PathLike[str], messages: Iterable[dict[str, Any]]) ->
         model = msg.get("model")
         if isinstance(model, str) and model:
             st.models[model] = st.models.get(model, 0) + 1
+        usage = msg.get("usage")
+        if isinstance(usage, dict):
+            st.add_usage(model if isinstance(model, str) and model else "(no model)", usage)
         ts = msg.get("timestamp")
         if isinstance(ts, int) and not isinstance(ts, bool):
             if st.first_timestamp is None or ts < st.first_timestamp:
@@ -113,7 +138,35 @@ def total(all_stats: list[TraceStats]) -> TraceStats:
             t.duration_ms = (t.duration_ms or 0) + st.duration_ms
         t.bytes += st.bytes
         t.header_only += st.header_only
+        for model, per_model in st.usage_by_model.items():
+            t.add_usage(model, {k: ({"total": v} if k == "cost" else v) for k, v in per_model.items()})
+        if st.parent_session_id is not None:
+            t.sub_agents += 1
     return t
+
+
+def link_sub_agents(all_stats: list[TraceStats]) -> None:
+    """Count, for every session given, the sessions given that are its children."""
+    by_id = {st.session_id: st for st in all_stats if st.session_id is not None}
+    for st in all_stats:
+        parent = by_id.get(st.parent_session_id) if st.parent_session_id is not None else None
+        if parent is not None and parent is not st:
+            parent.sub_agents += 1
+
+
+def _fmt_tokens(usage: dict[str, Any]) -> str:
+    parts = [f"{usage.get('totalTokens', 0):,} total", f"{usage.get('input', 0):,} in", f"{usage.get('output', 0):,} out"]
+    if usage.get("cacheRead"):
+        parts.append(f"{usage['cacheRead']:,} cache read")
+    if usage.get("cacheWrite"):
+        parts.append(f"{usage['cacheWrite']:,} cache write")
+    if usage.get("reasoning"):
+        parts.append(f"{usage['reasoning']:,} reasoning")
+    return ", ".join(parts)
+
+
+def _fmt_cost(cost: float) -> str:
+    return f"${cost:,.4f}" if cost >= 0.01 else f"${cost:.6f}"
 
 
 def format_stats(st: TraceStats) -> str:
@@ -134,27 +187,58 @@ def format_stats(st: TraceStats) -> str:
     if st.header_only:
         what = "header only" if st.path != "total" else f"{st.header_only:,} file(s) with a header only"
         rows.insert(1, ("warning", f"no messages ({what}: nothing was recorded)"))
+    if st.usage:
+        rows.append(("tokens", _fmt_tokens(st.usage)))
+        if st.cost is not None:
+            rows.append(("cost", _fmt_cost(st.cost)))
+        if len(st.usage_by_model) > 1:
+            for model, per_model in sorted(st.usage_by_model.items()):
+                cost = f", {_fmt_cost(per_model['cost'])}" if "cost" in per_model else ""
+                rows.append((f"  {model}", _fmt_tokens(per_model) + cost))
+    if st.path == "total":
+        if st.sub_agents:
+            rows.append(("sub-agents", f"{st.sub_agents:,}"))
+    else:
+        if st.parent_session_id is not None:
+            rows.append(("parent session", st.parent_session_id))
+        if st.sub_agents:
+            rows.append(("sub-agents", f"{st.sub_agents:,}"))
     width = max(len(k) for k, _ in rows)
     return "\n".join([title] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
 
 
 def setup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace files (.jsonl)")
+    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace files (.jsonl), or directories of them")
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--strict", action="store_true", help="fail on a torn last line instead of skipping it")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._reader import iter_messages
+    from .._reader import iter_messages, read_header
 
     results = []
     failed = False
-    for path in args.files:
+    for given in args.files:
         try:
-            results.append(collect(path, iter_messages(trace_file(path), strict=args.strict)))
-        except (CliError, OSError, TraceFormatError) as exc:
-            warn("ststrace stats", str(exc) if isinstance(exc, CliError) else describe(exc))
+            paths = trace_files([given])
+        except CliError as exc:
+            warn("ststrace stats", str(exc))
             failed = True
+            continue
+        for path in paths:
+            try:
+                st = collect(path, iter_messages(trace_file(path), strict=args.strict))
+                header = read_header(path)
+            except (CliError, OSError, TraceFormatError) as exc:
+                warn("ststrace stats", str(exc) if isinstance(exc, CliError) else describe(exc))
+                failed = True
+                continue
+            if isinstance(header.get("id"), str):
+                st.session_id = header["id"]
+            if isinstance(header.get("parentSessionId"), str):
+                st.parent_session_id = header["parentSessionId"]
+            results.append(st)
+    link_sub_agents(results)
     tot = total(results)
     if args.json:
         dump_json({"files": [st.as_dict() for st in results], "total": tot.as_dict()})

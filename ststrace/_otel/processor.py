@@ -10,7 +10,6 @@ event loop. The worker runs the spans in the order they ended.
 from __future__ import annotations
 
 import atexit
-import inspect
 import os
 import queue
 import re
@@ -41,25 +40,14 @@ _MAX_REMEMBERED = 10_000
 _MAX_CLOSED = 1024
 _BAD_ID_CHARS = re.compile(r"[^A-Za-z0-9._-]")
 
-# Issue 18 gives Session.assistant a ``usage=`` argument (honouring
-# ``Session(usage=False)``); until then usage rides on the raw record.
-_ASSISTANT_TAKES_USAGE = "usage" in inspect.signature(Session.assistant).parameters
-
 _STOP = object()
 
 
 def _record_reply(session: Session, msg: dict[str, Any], usage: dict[str, int] | None) -> None:
-    """Record one assistant reply with its token usage, through whichever API the session has."""
+    """Record one assistant reply with its token usage. ``record`` (not
+    ``assistant``) keeps the span's own timestamp; it checks ``usage`` and
+    applies ``usage=False`` / ``prices`` as ``assistant`` does."""
     if usage is not None:
-        if _ASSISTANT_TAKES_USAGE:
-            session.assistant(
-                msg["content"],
-                reasoning=msg.get("reasoningContent"),
-                tool_calls=msg.get("toolCalls"),
-                model=msg.get("model"),
-                usage=usage,  # type: ignore[call-arg]
-            )
-            return
         msg["usage"] = usage
     session.record(msg)
 

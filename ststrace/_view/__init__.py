@@ -101,6 +101,7 @@ def render_html(
     *,
     strict: bool = False,
     title: str | None = None,
+    links: dict[str, Any] | None = None,
 ) -> str:
     """Return the viewer page for a trace file path or an in-memory trace.
 
@@ -138,6 +139,10 @@ def render_html(
     data: dict[str, Any] = {"header": header, "messages": messages, "source": info}
     if lines is not None:
         data["lines"] = lines
+    if links:
+        # Sub-agent pages (``ststrace view DIR``): {"parent": ref, "children": [ref]},
+        # ref = {"id", "name"?, "href", "parentToolCallId"?}; hrefs relative to this page.
+        data["links"] = links
 
     template, css, js = _assets()
     csp = "; ".join(

@@ -284,6 +284,7 @@
       mo.title = "model: " + m.model;
       head.appendChild(mo);
     }
+    if (isObject(m.usage)) head.appendChild(usageChip(m.usage));
     if (extra) extra.forEach(function (x) { head.appendChild(x); });
     head.appendChild(el("span", "spacer"));
     var ts = tsOf(m);
@@ -348,6 +349,7 @@
     } else {
       c.results.forEach(function (j) { box.appendChild(renderResult(j, c)); });
     }
+    subAgentLinks(c, box);
     return box;
   }
 
@@ -503,6 +505,73 @@
     list.setAttribute("data-query", state.query);
   }
 
+  // ---- token usage and sub-agent links ---------------------------------------
+  // usage: {input, output, cacheRead, cacheWrite, totalTokens, reasoning?, cost?}
+  // on assistant messages (an STS extension, Pi's shape). links: set by
+  // `ststrace view DIR`, {parent: ref, children: [ref]}, ref = {id, name?, href,
+  // parentToolCallId?}, hrefs relative to this page.
+
+  var links = isObject(data.links) ? data.links : {};
+  var USAGE_PARTS = [["input", "input"], ["output", "output"], ["cacheRead", "cache read"], ["cacheWrite", "cache write"], ["reasoning", "reasoning"]];
+
+  function num(v) { return typeof v === "number" && isFinite(v) ? v : 0; }
+  function fmtCost(v) { return "$" + (v >= 0.01 ? v.toFixed(4) : v.toPrecision(3)); }
+  function usageTotal(u) {
+    return typeof u.totalTokens === "number" ? u.totalTokens : num(u.input) + num(u.output) + num(u.cacheRead) + num(u.cacheWrite);
+  }
+  function usageTitle(u) {
+    var parts = [];
+    USAGE_PARTS.forEach(function (p) { if (typeof u[p[0]] === "number") parts.push(nf.format(u[p[0]]) + " " + p[1]); });
+    if (isObject(u.cost) && typeof u.cost.total === "number") parts.push(fmtCost(u.cost.total));
+    return parts.join(", ");
+  }
+  function usageChip(u) {
+    var text = nf.format(usageTotal(u)) + " tok";
+    if (isObject(u.cost) && typeof u.cost.total === "number") text += " \u00b7 " + fmtCost(u.cost.total);
+    var chip = el("span", "usage", text);
+    chip.title = "tokens: " + usageTitle(u);
+    return chip;
+  }
+  function usageStats(stat) {
+    var tot = {}, cost = null, any = false;
+    messages.forEach(function (m) {
+      if (!isObject(m) || !isObject(m.usage)) return;
+      any = true;
+      USAGE_PARTS.concat([["totalTokens"]]).forEach(function (p) { tot[p[0]] = (tot[p[0]] || 0) + num(m.usage[p[0]]); });
+      if (isObject(m.usage.cost) && typeof m.usage.cost.total === "number") cost = (cost || 0) + m.usage.cost.total;
+    });
+    if (!any) return;
+    stat("Tokens", nf.format(tot.totalTokens)).title = usageTitle(tot);
+    if (cost !== null) stat("Cost", fmtCost(cost)).title = "from the prices given to the recording session";
+  }
+  function sessionLink(ref) {
+    var a = el("a", "session-link", isObject(ref) && typeof ref.name === "string" && ref.name ? ref.name : str(ref.id));
+    if (isObject(ref) && typeof ref.href === "string") a.href = ref.href;
+    a.title = "session " + str(ref.id);
+    return a;
+  }
+  function childrenOf(callId) {
+    var kids = Array.isArray(links.children) ? links.children : [];
+    return kids.filter(function (k) { return isObject(k) && (callId === undefined || k.parentToolCallId === callId); });
+  }
+  function sessionLinkRows(row) {
+    if (isObject(links.parent)) row("parent session", sessionLink(links.parent));
+    var kids = childrenOf(undefined);
+    if (!kids.length) return;
+    var span = el("span", "session-links");
+    kids.forEach(function (k) { span.appendChild(sessionLink(k)); });
+    row(kids.length === 1 ? "sub-agent" : "sub-agents (" + nf.format(kids.length) + ")", span);
+  }
+  function subAgentLinks(c, box) {
+    if (typeof c.tc.id !== "string") return;
+    var kids = childrenOf(c.tc.id);
+    if (!kids.length) return;
+    var div = el("div", "subagents");
+    div.appendChild(el("span", "kind", kids.length === 1 ? "Sub-agent" : "Sub-agents"));
+    kids.forEach(function (k) { div.appendChild(sessionLink(k)); });
+    box.appendChild(div);
+  }
+
   // ---- header -------------------------------------------------------------
 
   function renderSession() {
@@ -545,6 +614,7 @@
       var names = Array.from(models.keys());
       stat(models.size === 1 ? "Model" : "Models", names.join(", "), null, true);
     }
+    usageStats(stat);
     box.appendChild(stats);
 
     var dl = el("dl", "meta");
@@ -575,6 +645,7 @@
       row(k, textBlock(compact.length <= 80 ? compact : JSON.stringify(v, null, 2), "mono"));
     });
     if (typeof source.bytes === "number") row("size", fmtBytes(source.bytes));
+    sessionLinkRows(row);
     box.appendChild(dl);
 
     var foot = document.getElementById("foot");

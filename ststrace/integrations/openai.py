@@ -20,6 +20,9 @@ TARGETS = [
     ("openai.resources.responses.responses", "AsyncResponses.parse"),
     # A safety net: model calls the methods above did not see (made through a
     # reference taken before instrument(), e.g. a cached with_raw_response).
-    ("openai._base_client", "SyncAPIClient.request", "request"),
-    ("openai._base_client", "AsyncAPIClient.request", "request"),
+    # Patched on the client classes, not their base: other instrumentations
+    # (OpenInference) set ``OpenAI.request`` and leave it there after
+    # uninstrumenting, which would shadow a patch on the base class.
+    ("openai._client", "OpenAI.request", "request"),
+    ("openai._client", "AsyncOpenAI.request", "request"),
 ]

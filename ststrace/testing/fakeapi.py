@@ -216,6 +216,9 @@ class FakeAPI:
         tool_preamble: str | None = DEFAULT_TOOL_PREAMBLE,
         answer_prefix: str = DEFAULT_ANSWER_PREFIX,
         chunk_size: int = 4,
+        usage: bool = True,
+        cached_tokens: int = 0,
+        cache_write_tokens: int = 0,
     ) -> None:
         #: Tool calls made when tools are offered and no tool results are pending.
         self.tool_calls: tuple[ScriptedToolCall, ...] = tuple(tool_calls)
@@ -233,6 +236,18 @@ class FakeAPI:
         self.answer_prefix = answer_prefix
         #: Characters per streamed delta (text, reasoning and tool arguments).
         self.chunk_size = chunk_size
+        #: Report token usage (OpenAI Chat Completions and Responses only: the
+        #: Anthropic API always does; a chat stream still needs the client's
+        #: ``stream_options={"include_usage": True}``, as with the real API).
+        self.usage = usage
+        #: Prompt tokens reported as read from the prompt cache (chat
+        #: ``prompt_tokens_details.cached_tokens``, Responses
+        #: ``input_tokens_details.cached_tokens``, Anthropic ``cache_read_input_tokens``).
+        self.cached_tokens = cached_tokens
+        #: Prompt tokens reported as written to the cache (Responses
+        #: ``input_tokens_details.cache_write_tokens``, Anthropic
+        #: ``cache_creation_input_tokens``; Chat Completions has no such field).
+        self.cache_write_tokens = cache_write_tokens
 
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -489,14 +504,16 @@ def _chat_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> dic
                 "finish_reason": "tool_calls" if reply.tool_calls else "stop",
             }
         ],
-        "usage": _chat_usage(body, reply),
+        "usage": _chat_usage(body, reply, api) if api.usage else None,
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
 
 
-def _chat_usage(body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
-    prompt = _prompt_tokens(body)
+def _chat_usage(body: dict[str, Any], reply: _Reply, api: FakeAPI | None = None) -> dict[str, Any]:
+    cached = api.cached_tokens if api is not None else 0
+    # OpenAI counts cached tokens inside prompt_tokens.
+    prompt = _prompt_tokens(body) + cached
     reasoning = _tokens(reply.reasoning) if reply.reasoning else 0
     completion = reasoning + (_tokens(reply.text) if reply.text else 0) + sum(
         _tokens(c.arguments_json) for c in reply.tool_calls
@@ -505,7 +522,7 @@ def _chat_usage(body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
         "prompt_tokens": prompt,
         "completion_tokens": completion,
         "total_tokens": prompt + completion,
-        "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+        "prompt_tokens_details": {"cached_tokens": cached, "audio_tokens": 0},
         "completion_tokens_details": {
             "reasoning_tokens": reasoning,
             "audio_tokens": 0,
@@ -517,7 +534,7 @@ def _chat_usage(body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
 
 def _chat_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> Iterator[bytes]:
     options = body.get("stream_options")
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True and api.usage
     base: dict[str, Any] = {
         "id": f"chatcmpl-fake{n:04d}",
         "object": "chat.completion.chunk",
@@ -555,7 +572,7 @@ def _chat_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> Iter
             yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
     yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
     if include_usage:
-        yield _sse({**base, "choices": [], "usage": _chat_usage(body, reply)})
+        yield _sse({**base, "choices": [], "usage": _chat_usage(body, reply, api)})
     yield _sse("[DONE]")
 
 
@@ -614,12 +631,19 @@ def _responses_tools(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _response_object(
-    body: dict[str, Any], reply: _Reply, n: int, status: str, output: list[dict[str, Any]]
+    body: dict[str, Any],
+    reply: _Reply,
+    n: int,
+    status: str,
+    output: list[dict[str, Any]],
+    api: FakeAPI | None = None,
 ) -> dict[str, Any]:
     done = status == "completed"
+    cached = api.cached_tokens if api is not None else 0
+    cache_write = api.cache_write_tokens if api is not None else 0
     requested = body.get("reasoning")
     reasoning: dict[str, Any] = requested if isinstance(requested, dict) else {}
-    prompt = _prompt_tokens(body)
+    prompt = _prompt_tokens(body) + cached + cache_write  # input_tokens includes the cache
     reasoning_tokens = _tokens(reply.reasoning) if reply.reasoning else 0
     completion = reasoning_tokens + (_tokens(reply.text) if reply.text else 0)
     completion += sum(_tokens(c.arguments_json) for c in reply.tool_calls)
@@ -652,12 +676,12 @@ def _response_object(
         "usage": (
             {
                 "input_tokens": prompt,
-                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "input_tokens_details": {"cached_tokens": cached, "cache_write_tokens": cache_write},
                 "output_tokens": completion,
                 "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
                 "total_tokens": prompt + completion,
             }
-            if done
+            if done and (api is None or api.usage)
             else None
         ),
         "user": None,
@@ -666,7 +690,7 @@ def _response_object(
 
 
 def _responses_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> dict[str, Any]:
-    return _response_object(body, reply, n, "completed", _responses_items(reply, n))
+    return _response_object(body, reply, n, "completed", _responses_items(reply, n), api)
 
 
 def _responses_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> Iterator[bytes]:
@@ -787,14 +811,15 @@ def _anthropic_blocks(reply: _Reply) -> list[dict[str, Any]]:
     return blocks
 
 
-def _anthropic_usage(body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
+def _anthropic_usage(body: dict[str, Any], reply: _Reply, api: FakeAPI | None = None) -> dict[str, Any]:
     output = (_tokens(reply.reasoning) if reply.reasoning else 0) + (_tokens(reply.text) if reply.text else 0)
     output += sum(_tokens(c.arguments_json) for c in reply.tool_calls)
     return {
         "input_tokens": _prompt_tokens(body),
         "output_tokens": output,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        # Anthropic counts cached tokens outside input_tokens.
+        "cache_creation_input_tokens": api.cache_write_tokens if api is not None else 0,
+        "cache_read_input_tokens": api.cached_tokens if api is not None else 0,
         "service_tier": "standard",
     }
 
@@ -808,7 +833,7 @@ def _anthropic_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -
         "content": _anthropic_blocks(reply),
         "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
         "stop_sequence": None,
-        "usage": _anthropic_usage(body, reply),
+        "usage": _anthropic_usage(body, reply, api),
     }
 
 

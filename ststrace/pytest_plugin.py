@@ -1,0 +1,364 @@
+"""pytest plugin: one STS trace per test, and an index of the run.
+
+Registered through the ``pytest11`` entry point, and inert unless asked for
+with ``pytest --ststrace[=DIR]`` or ``STSTRACE_PYTEST=1``: without either it
+only defines the ``--ststrace`` option and the ``ststrace_session`` /
+``fake_llm`` fixtures, which do nothing until a test requests them.
+
+When on, every test (setup, call and teardown) runs inside its own
+:class:`ststrace.Session` named after the test's node id, written to
+``DIR/<sanitised node id>.jsonl`` (default ``./traces/pytest/<run timestamp>/``).
+The header's ``pytest`` metadata holds the node id, the parameters and the
+xdist worker. ``@llm``, ``@tool`` and ``instrument()``-ed clients record into
+it; a ``Session`` the code under test opens becomes its child. At the end of the
+run ``DIR/index.json`` lists every test: outcome (``passed`` / ``failed`` /
+``skipped``), a one-line reason, duration, message count, tokens and file.
+
+With pytest-xdist the controller picks DIR and hands it to the workers; each
+worker writes the files of the tests it runs (created exclusively, never
+clobbered) and the controller writes the index from the reports it receives
+and the files' headers.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ststrace.testing.fixtures import fake_llm
+
+__all__ = ["fake_llm", "ststrace_session"]
+
+ENV_FLAG = "STSTRACE_PYTEST"
+INDEX = "index.json"
+_FALSE = ("", "0", "false", "no", "off")
+_MAX_NAME = 150
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("ststrace", "ststrace tracing")
+    group.addoption(
+        "--ststrace",
+        action="store",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="DIR",
+        dest="ststrace",
+        help="record one STS trace per test in DIR (write --ststrace=DIR; default "
+        "./traces/pytest/<run timestamp>/) and an index.json of the run. Also: STSTRACE_PYTEST=1.",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    value = config.getoption("ststrace", None)
+    if value is None:
+        if os.environ.get(ENV_FLAG, "").strip().lower() in _FALSE:
+            return  # not asked for: the plugin stays out of the run
+        value = ""
+    if value and (value.endswith(".py") or "::" in value or os.path.isfile(value)):
+        raise pytest.UsageError(
+            f"--ststrace {value!r}: that looks like a test path, not a trace directory; "
+            "write --ststrace=DIR, or put --ststrace after the test paths"
+        )
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("ststrace_dir"):
+        directory = Path(workerinput["ststrace_dir"])
+    else:
+        directory = Path(value) if value else _default_dir(config.invocation_params.dir)
+        if not directory.is_absolute():
+            directory = config.invocation_params.dir / directory
+        try:
+            directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise pytest.UsageError(f"--ststrace: cannot create {directory}: {exc}") from exc
+    config.pluginmanager.register(_Recorder(directory, worker=workerinput is not None), "ststrace-recorder")
+
+
+def _default_dir(base: Path) -> Path:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    root = base / "traces" / "pytest"
+    candidate = root / stamp
+    n = 1
+    while candidate.exists():  # two runs in the same second
+        n += 1
+        candidate = root / f"{stamp}-{n}"
+    return candidate
+
+
+def file_name(nodeid: str) -> str:
+    """A file name for *nodeid*: path separators and odd characters become ``_``;
+    long ids are cut and keep a hash of the whole id, so they stay apart."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", nodeid.replace("::", "__")).strip("._") or "test"
+    if len(safe) > _MAX_NAME:
+        digest = hashlib.sha1(nodeid.encode("utf-8", "surrogatepass")).hexdigest()[:10]
+        safe = f"{safe[:_MAX_NAME]}-{digest}"
+    return safe
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    text = repr(value)
+    return text if len(text) <= 200 else text[:199] + "\u2026"
+
+
+_ITEM_SESSION = pytest.StashKey[Any]()
+
+
+class _Outcome:
+    __slots__ = ("outcome", "reason", "duration")
+
+    def __init__(self) -> None:
+        self.outcome = "passed"
+        self.reason: str | None = None
+        self.duration = 0.0
+
+
+def _one_line(text: str) -> str:
+    for line in text.strip().splitlines():
+        if line.strip():
+            return line.strip()[:500]
+    return ""
+
+
+def _failure_reason(report: pytest.TestReport) -> str:
+    crash = getattr(report.longrepr, "reprcrash", None)
+    message = getattr(crash, "message", None)
+    if isinstance(message, str) and message.strip():
+        return _one_line(message)
+    return _one_line(str(report.longrepr))
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    if isinstance(report.longrepr, tuple) and len(report.longrepr) == 3:
+        reason = str(report.longrepr[2])
+        return _one_line(reason[len("Skipped: ") :] if reason.startswith("Skipped: ") else reason)
+    return _one_line(str(report.longrepr))
+
+
+class _Recorder:
+    """The plugin when on: sessions around tests (workers / single process) and
+    the index (controller / single process)."""
+
+    def __init__(self, directory: Path, worker: bool) -> None:
+        self.directory = directory
+        self.worker = worker
+        self.outcomes: dict[str, _Outcome] = {}
+        self.started = _dt.datetime.now(_dt.timezone.utc)
+
+    # -- xdist: the controller hands its directory to every worker ---------------
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_configure_node(self, node: Any) -> None:
+        node.workerinput["ststrace_dir"] = str(self.directory)
+
+    # -- one session per test ------------------------------------------------------
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[Any]:
+        session = self._open(item)
+        try:
+            return (yield)
+        finally:
+            if session is not None:
+                self._close(session)
+
+    def _open(self, item: pytest.Item) -> Any:
+        from ststrace import Session
+
+        meta: dict[str, Any] = {"nodeid": item.nodeid}
+        callspec = getattr(item, "callspec", None)
+        if callspec is not None:
+            meta["parameters"] = {str(k): _jsonable(v) for k, v in callspec.params.items()}
+            meta["id"] = callspec.id
+        worker = os.environ.get("PYTEST_XDIST_WORKER")
+        if worker:
+            meta["worker"] = worker
+        base = file_name(item.nodeid)
+        for n in range(1, 100):
+            # A test run twice (reruns, a repeated node id) gets name-2, name-3...
+            path = self.directory / (f"{base}.jsonl" if n == 1 else f"{base}-{n}.jsonl")
+            # parent=None: a test is a root session, even when pytest itself runs
+            # inside a traced program.
+            session = Session(path, name=item.nodeid, metadata={"pytest": meta}, parent=None)
+            try:
+                session.open()
+            except FileExistsError:
+                continue
+            except Exception as exc:
+                item.warn(pytest.PytestWarning(f"ststrace: cannot record {item.nodeid}: {exc}"))
+                return None
+            item.stash[_ITEM_SESSION] = session
+            return session
+        item.warn(pytest.PytestWarning(f"ststrace: no free file name for {item.nodeid} in {self.directory}"))
+        return None
+
+    def _close(self, session: Any) -> None:
+        try:
+            session.close()
+        except Exception as exc:
+            import warnings
+
+            warnings.warn(f"ststrace: closing the trace of {session.name} failed: {exc}", pytest.PytestWarning, stacklevel=1)
+
+    # -- outcomes and the index -------------------------------------------------------
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if self.worker:
+            return
+        state = self.outcomes.setdefault(report.nodeid, _Outcome())
+        state.duration += report.duration
+        xfail = getattr(report, "wasxfail", None)
+        if report.failed:
+            if state.outcome != "failed":
+                state.outcome = "failed"
+                reason = _failure_reason(report)
+                state.reason = reason if report.when == "call" else f"error in {report.when}: {reason}"
+        elif report.skipped and state.outcome == "passed":
+            state.outcome = "skipped"
+            state.reason = f"xfail: {xfail}" if xfail is not None else _skip_reason(report)
+            if xfail == "":
+                state.reason = "xfail"
+
+    def pytest_sessionfinish(self, session: pytest.Session) -> None:
+        if self.worker:
+            return
+        try:
+            write_index(self.directory, self.outcomes, self.started)
+        except Exception as exc:
+            import warnings
+
+            warnings.warn(f"ststrace: could not write {self.directory / INDEX}: {exc}", pytest.PytestWarning, stacklevel=1)
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if not self.worker:
+            terminalreporter.write_line(f"ststrace: traces and {INDEX} in {self.directory}")
+
+
+def _scan(path: Path) -> dict[str, Any] | None:
+    """Node id, message count and token totals of one trace file of ours."""
+    import orjson
+
+    nodeid = None
+    messages = 0
+    usage: dict[str, int] = {}
+    cost = 0.0
+    with open(path, "rb") as f:
+        for n, line in enumerate(f):
+            try:
+                record = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue  # a torn last line
+            if n == 0:
+                meta = record.get("pytest") if isinstance(record, dict) else None
+                nodeid = meta.get("nodeid") if isinstance(meta, dict) else None
+                if not isinstance(nodeid, str):
+                    return None
+                continue
+            messages += 1
+            msg = record.get("message") if isinstance(record, dict) else None
+            u = msg.get("usage") if isinstance(msg, dict) else None
+            if isinstance(u, dict):
+                for key, value in u.items():
+                    if isinstance(value, int) and not isinstance(value, bool):
+                        usage[key] = usage.get(key, 0) + value
+                c = u.get("cost")
+                if isinstance(c, dict) and isinstance(c.get("total"), (int, float)):
+                    cost += float(c["total"])
+    info: dict[str, Any] = {"nodeid": nodeid, "messages": messages, "tokens": usage.get("totalTokens", 0)}
+    if usage:
+        info["usage"] = usage
+    if cost:
+        info["cost"] = cost
+    return info
+
+
+def write_index(directory: Path, outcomes: dict[str, _Outcome], started: _dt.datetime) -> Path:
+    """Write ``DIR/index.json`` atomically; returns its path."""
+    import orjson
+
+    files: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        try:
+            info = _scan(path)
+        except OSError:
+            continue
+        if info is not None:
+            files.setdefault(info["nodeid"], []).append((path.name, info))
+    tests: list[dict[str, Any]] = []
+    totals: dict[str, Any] = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "messages": 0, "tokens": 0}
+    for nodeid in list(outcomes) + [n for n in files if n not in outcomes]:
+        state = outcomes.get(nodeid)
+        entry: dict[str, Any] = {"nodeid": nodeid, "outcome": state.outcome if state else "unknown"}
+        if state is not None and state.reason:
+            entry["reason"] = state.reason
+        if state is not None:
+            entry["duration"] = round(state.duration, 6)
+        found = files.get(nodeid) or []
+        entry["messages"] = sum(i["messages"] for _, i in found)
+        entry["tokens"] = sum(i["tokens"] for _, i in found)
+        usage: dict[str, int] = {}
+        for _, i in found:
+            for key, value in i.get("usage", {}).items():
+                usage[key] = usage.get(key, 0) + value
+        if usage:
+            entry["usage"] = usage
+        cost = sum(i.get("cost", 0.0) for _, i in found)
+        if cost:
+            entry["cost"] = cost
+        entry["file"] = found[-1][0] if found else None  # a test run again (reruns): the last run
+        if len(found) > 1:
+            entry["files"] = [name for name, _ in found]
+        tests.append(entry)
+        totals["tests"] += 1
+        if entry["outcome"] in ("passed", "failed", "skipped"):
+            totals[entry["outcome"]] += 1
+        totals["messages"] += entry["messages"]
+        totals["tokens"] += entry["tokens"]
+    index = {
+        "version": 1,
+        "started": started.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "finished": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "directory": str(directory),
+        "totals": totals,
+        "tests": tests,
+    }
+    target = directory / INDEX
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=".index.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(orjson.dumps(index, option=orjson.OPT_INDENT_2) + b"\n")
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return target
+
+
+@pytest.fixture
+def ststrace_session(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
+    """The test's :class:`ststrace.Session`.
+
+    With the plugin on, the session recording this test; otherwise a session
+    written to the test's ``tmp_path``, current for the test's duration."""
+    session = request.node.stash.get(_ITEM_SESSION, None)
+    if session is not None:
+        yield session
+        return
+    from ststrace import Session
+
+    with Session(tmp_path / "ststrace.jsonl", name=request.node.nodeid) as own:
+        yield own
+
