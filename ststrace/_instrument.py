@@ -32,9 +32,11 @@ INTEGRATIONS = {
     "anthropic": "ststrace.integrations.anthropic",
     "huggingface_hub": "ststrace.integrations.huggingface_hub",
     "litellm": "ststrace.integrations.litellm",
+    "smolagents": "ststrace.integrations.smolagents",
 }
 _ALIASES = {"hf": "huggingface_hub", "huggingface-hub": "huggingface_hub", "huggingface": "huggingface_hub"}
 _EXTRAS = {"openai": "openai", "anthropic": "anthropic", "huggingface_hub": "hf", "litellm": "litellm"}
+_EXTRAS["smolagents"] = "smolagents"
 
 #: Header the openai / anthropic ``with_raw_response`` / ``with_streaming_response``
 #: wrappers add; such calls return the HTTP response for the caller to parse.
@@ -215,8 +217,10 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         if not callable(original):
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
         patches.append(_Patch(owner, attr, original))
-    for patch in patches:
-        patch.wrapper = wrapt.FunctionWrapper(patch.original, _llm_patch(patch))
+    # A framework integration brings its own wrappers; client libraries get _llm_patch.
+    make = getattr(spec, "make_wrapper", None)
+    for (_, path), patch in zip(spec.TARGETS, patches):
+        patch.wrapper = wrapt.FunctionWrapper(patch.original, make(path, patch) if make else _llm_patch(patch))
         setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
     _wanted.discard(key)
