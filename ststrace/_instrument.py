@@ -33,10 +33,12 @@ INTEGRATIONS = {
     "huggingface_hub": "ststrace.integrations.huggingface_hub",
     "litellm": "ststrace.integrations.litellm",
     "smolagents": "ststrace.integrations.smolagents",
+    "llama_index": "ststrace.integrations.llama_index",
 }
 _ALIASES = {"hf": "huggingface_hub", "huggingface-hub": "huggingface_hub", "huggingface": "huggingface_hub"}
 _EXTRAS = {"openai": "openai", "anthropic": "anthropic", "huggingface_hub": "hf", "litellm": "litellm"}
-_EXTRAS["smolagents"] = "smolagents"
+_EXTRAS.update(smolagents="smolagents", llama_index="llamaindex")
+_ALIASES["llama-index"] = _ALIASES["llamaindex"] = "llama_index"
 
 #: Header the openai / anthropic ``with_raw_response`` / ``with_streaming_response``
 #: wrappers add; such calls return the HTTP response for the caller to parse.
