@@ -122,7 +122,8 @@ def instrument(*names: str) -> list[str]:
     """Patch the named client libraries (all supported ones when no name is given).
 
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
-    ``"litellm"``. Asked by name, a library is imported and patched now; one
+    ``"litellm"``, and the agent frameworks ``"smolagents"`` and ``"llama_index"``
+    (see :mod:`ststrace.integrations`). Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
     imported are patched now, installed ones when the program imports them, and

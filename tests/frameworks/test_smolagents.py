@@ -508,3 +508,47 @@ def test_the_child_session_hook_records_a_managed_agents_run(
     assert child[2]["toolCalls"] == [call("call_weather01", "get_weather", '{"city":"Paris"}')]
     assert child[-1] == {"role": "assistant", "content": "Sunny", "model": MODEL}
     assert len(messages_of(trace)) == 7
+
+
+# --------------------------------------------------------------------------- the user's program is unchanged
+
+
+def test_a_model_error_reaches_the_caller_unchanged(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """An API error ends the run with smolagents' own exception, as without
+    ststrace; the trace holds the prompt and nothing made up."""
+    from smolagents.utils import AgentGenerationError
+
+    fake_api.fail_next(400, "scripted failure")
+    agent = tool_calling_agent(fake_api)
+    with ststrace.Session(trace):
+        with pytest.raises(AgentGenerationError, match="scripted failure") as caught:
+            agent.run(TASK)
+    assert isinstance(caught.value.__cause__, __import__("openai").BadRequestError)
+    assert messages_of(trace) == [system_of(agent), {"role": "user", "content": TASK}]
+
+
+def test_a_step_stream_closed_early_answers_the_calls_it_left(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """``run(stream=True)`` abandoned after the model asked for tools: the calls
+    that never ran are answered as cancelled, and closing behaves as without
+    ststrace (smolagents' generator yields from a ``finally`` and so raises)."""
+    fake_api.script(TOOLS_REPLY, FINAL_REPLY)
+    agent = tool_calling_agent(fake_api)
+    with ststrace.Session(trace):
+        steps = agent.run(TASK, stream=True)
+        for item in steps:
+            if type(item).__name__ == "ToolCall":
+                break
+        with pytest.raises(RuntimeError, match="generator ignored GeneratorExit"):
+            steps.close()
+        with pytest.raises(StopIteration):
+            next(steps)
+    messages = messages_of(trace)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool"]
+    assert {m["toolCallId"]: m["content"] for m in messages[3:]} == {
+        "call_weather01": "Error: the call was cancelled (GeneratorExit)",
+        "call_time02": "Error: the call was cancelled (GeneratorExit)",
+    }
