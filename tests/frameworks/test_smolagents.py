@@ -552,3 +552,29 @@ def test_a_step_stream_closed_early_answers_the_calls_it_left(
         "call_weather01": "Error: the call was cancelled (GeneratorExit)",
         "call_time02": "Error: the call was cancelled (GeneratorExit)",
     }
+
+
+def test_inference_client_model_records_the_same_trace(
+    messages_of: Messages,
+    no_external_network: list[str],
+    trace: Path,
+    instrumented_all: None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """smolagents' InferenceClientModel (huggingface_hub, also instrumented):
+    each reply once, with the reasoning huggingface_hub reads (``reasoning``)."""
+    import huggingface_hub.constants
+    from smolagents import InferenceClientModel
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_DISABLE_TELEMETRY", True)
+    with FakeAPI(chat_reasoning_field="reasoning") as api:
+        api.script(TOOLS_REPLY, FINAL_REPLY)
+        # A URL as the model: huggingface_hub then sends the model name "dummy".
+        model = InferenceClientModel(model_id=api.hf_base_url, api_key="test", timeout=5)
+        agent = ToolCallingAgent(tools=[get_weather, get_time], model=model, verbosity_level=LogLevel.OFF, max_steps=4)
+        with ststrace.Session(trace):
+            assert agent.run(TASK) == ANSWER
+    expected = [
+        {**m, "model": "dummy"} if m["role"] == "assistant" else m for m in tool_calling_trace(agent)
+    ]
+    assert by_call_order(messages_of(trace)) == expected
