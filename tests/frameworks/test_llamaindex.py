@@ -60,7 +60,11 @@ def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 
 
 @pytest.fixture(autouse=True)
-def _instrumented() -> Iterator[None]:
+def _instrumented(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    # LlamaIndex's chat memory counts tokens with tiktoken, from the encodings
+    # llama-index-core ships, unless TIKTOKEN_CACHE_DIR points elsewhere (then
+    # tiktoken would download them).
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
     import litellm  # noqa: F401  imported now, so instrument() patches it at once
 
     with instrumented():
