@@ -209,7 +209,9 @@ def test_ststrace_tool_on_the_tool_function_records_each_result_once(
         Args:
             city: the city's name
         """
-        return "Sunny, 21 C (from @tool)"
+        # The trailing newline tells the two recorders apart: @tool records the
+        # return value as it is, smolagents' observation is stripped.
+        return "Sunny, 21 C (from @tool)\n"
 
     fake_api.script(TOOLS_REPLY, FINAL_REPLY)
     agent = ToolCallingAgent(
@@ -218,7 +220,7 @@ def test_ststrace_tool_on_the_tool_function_records_each_result_once(
     with ststrace.Session(trace):
         assert agent.run(TASK) == ANSWER
     expected = tool_calling_trace(agent)
-    expected[3] = {"role": "tool", "content": "Sunny, 21 C (from @tool)", "toolCallId": "call_weather01"}
+    expected[3] = {"role": "tool", "content": "Sunny, 21 C (from @tool)\n", "toolCallId": "call_weather01"}
     assert by_call_order(messages_of(trace)) == expected
 
 
@@ -578,3 +580,32 @@ def test_inference_client_model_records_the_same_trace(
         {**m, "model": "dummy"} if m["role"] == "assistant" else m for m in tool_calling_trace(agent)
     ]
     assert by_call_order(messages_of(trace)) == expected
+
+
+@pytest.mark.filterwarnings("ignore:Function 'get_weather' has decorators other than @tool")
+def test_code_agent_with_ststrace_tool_records_one_call_and_one_result(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """In a CodeAgent the model calls no tool itself, its code does, in
+    smolagents' executor thread (which does not carry the caller's context):
+    an ``@ststrace.tool`` function there records nothing, and the trace is the
+    plain one: one ``python_interpreter`` call, one result."""
+    calls: list[str] = []
+
+    @tool
+    @ststrace.tool
+    def get_weather(city: str) -> str:
+        """The weather in a city.
+
+        Args:
+            city: the city's name
+        """
+        calls.append(city)
+        return "Sunny, 21 C"
+
+    fake_api.script(*code_replies())
+    agent = CodeAgent(tools=[get_weather], model=openai_model(fake_api), verbosity_level=LogLevel.OFF)
+    with ststrace.Session(trace):
+        assert agent.run(TASK) == "Sunny, 21 C"
+    assert calls == ["Paris"]
+    assert messages_of(trace) == code_trace(agent)
