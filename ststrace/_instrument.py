@@ -38,6 +38,8 @@ INTEGRATIONS = {
     "huggingface_hub": "ststrace.integrations.huggingface_hub",
     "litellm": "ststrace.integrations.litellm",
     "openai_agents": "ststrace.integrations.openai_agents",
+    "smolagents": "ststrace.integrations.smolagents",
+    "llama_index": "ststrace.integrations.llama_index",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -45,6 +47,8 @@ _ALIASES = {
     "huggingface": "huggingface_hub",
     "openai-agents": "openai_agents",
     "agents": "openai_agents",
+    "llama-index": "llama_index",
+    "llamaindex": "llama_index",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -52,6 +56,8 @@ _EXTRAS = {
     "huggingface_hub": "hf",
     "litellm": "litellm",
     "openai_agents": "agents",
+    "smolagents": "smolagents",
+    "llama_index": "llamaindex",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -143,7 +149,9 @@ def instrument(*names: str) -> list[str]:
 
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
     ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
-    an OpenAI Agents SDK run ends; its model calls are openai's). Asked by name, a library is imported and patched now; one
+    an OpenAI Agents SDK run ends; its model calls are openai's), and the agent
+    frameworks ``"smolagents"`` and ``"llama_index"`` (see :mod:`ststrace.integrations`).
+    Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
     imported are patched now, installed ones when the program imports them, and
@@ -226,7 +234,7 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
     # Resolve every target before touching any, so a moved method leaves
     # nothing half-patched.
     patches: list[_Patch] = []
-    factories: list[Callable[[_Patch], _Wrapper]] = []
+    factories: list[Callable[[_Patch], _Wrapper] | None] = []
     for module_name, path, *custom in spec.TARGETS:
         try:
             owner: Any = importlib.import_module(module_name)
@@ -243,10 +251,18 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
         patches.append(_Patch(owner, attr, original, inherited))
         # A target may name its own wrapper factory (a runner, not a model call).
-        factory = custom[0] if custom else _llm_patch
+        factory = custom[0] if custom else None
         factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
-    for patch, factory in zip(patches, factories):
-        patch.wrapper = wrapt.FunctionWrapper(patch.original, factory(patch))
+    # A framework integration brings its own wrappers; client libraries get _llm_patch.
+    make = getattr(spec, "make_wrapper", None)
+    for target, patch, factory in zip(spec.TARGETS, patches, factories):
+        if factory is not None:
+            wrapper = factory(patch)
+        elif make is not None:
+            wrapper = make(target[1], patch)
+        else:
+            wrapper = _llm_patch(patch)
+        patch.wrapper = wrapt.FunctionWrapper(patch.original, wrapper)
         setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
     _wanted.discard(key)

@@ -610,3 +610,40 @@ def test_example_agent_runs_offline(tmp_path: Any) -> None:
     assert [c["id"] for c in messages[2]["toolCalls"]] == ["call_weather01", "call_time02"]
     assert [m["toolCallId"] for m in messages[3:5]] == ["call_weather01", "call_time02"]
     assert messages[3]["content"] == "Sunny, 21 C"
+
+
+def test_scripted_replies_are_served_in_order_then_planning_resumes(
+    fake_api: FakeAPI, openai_sync: Any, anthropic_sync: Any
+) -> None:
+    """``FakeAPI.script``: each request takes the next scripted reply whatever it
+    holds (tools offered or not, any endpoint, streamed or not); then the default
+    planning answers again. ``reset()`` forgets what is left."""
+    from ststrace.testing import ScriptedReply
+    from ststrace.testing.fakeapi import DEFAULT_TEXT_REPLY
+
+    final = ScriptedToolCall("final_answer", {"answer": "42"}, "fin01")
+    fake_api.script(
+        ScriptedReply(text="Plan: look it up."),
+        ScriptedReply(text=None, tool_calls=(final,), reasoning="Done."),
+        ScriptedReply(text="From the script."),
+    )
+    messages = [{"role": "user", "content": "hi"}]
+    tools = [{"type": "function", "function": {"name": "final_answer", "parameters": {"type": "object"}}}]
+    first = openai_sync.chat.completions.create(model="m", messages=messages, tools=tools)
+    assert first.choices[0].message.content == "Plan: look it up." and first.choices[0].message.tool_calls is None
+    second = openai_sync.chat.completions.create(model="m", messages=messages)
+    msg = second.choices[0].message
+    assert msg.content is None and msg.reasoning_content == "Done."  # type: ignore[attr-defined]
+    assert [(c.id, c.function.name, c.function.arguments) for c in msg.tool_calls] == [
+        ("call_fin01", "final_answer", '{"answer":"42"}')
+    ]
+    third = anthropic_sync.messages.create(model="m", max_tokens=10, messages=messages)
+    assert [b.text for b in third.content if b.type == "text"] == ["From the script."]
+    assert openai_sync.chat.completions.create(model="m", messages=messages).choices[0].message.content == (
+        DEFAULT_TEXT_REPLY
+    )
+    fake_api.script(ScriptedReply(text="never served"))
+    fake_api.reset()
+    assert openai_sync.chat.completions.create(model="m", messages=messages).choices[0].message.content == (
+        DEFAULT_TEXT_REPLY
+    )

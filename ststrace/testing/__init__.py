@@ -10,6 +10,7 @@ from ststrace.testing.fakeapi import (
     DEFAULT_TOOL_CALLS,
     FakeAPI,
     RecordedRequest,
+    ScriptedReply,
     ScriptedToolCall,
 )
 from ststrace.testing.netguard import ExternalNetworkError, localhost_only
@@ -19,6 +20,7 @@ __all__ = [
     "ExternalNetworkError",
     "FakeAPI",
     "RecordedRequest",
+    "ScriptedReply",
     "ScriptedToolCall",
     "localhost_only",
 ]

@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_TOOL_CALLS",
     "FakeAPI",
     "RecordedRequest",
+    "ScriptedReply",
     "ScriptedToolCall",
 ]
 
@@ -78,6 +79,21 @@ class ScriptedToolCall:
     def arguments_json(self) -> str:
         # Compact, like the OpenAI API sends tool arguments.
         return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One reply queued with :meth:`FakeAPI.script`, sent whatever the request holds.
+
+    For agent frameworks that do not send tool results back as ``tool`` messages
+    (smolagents' ``Observation:`` user turns, ReAct text prompts), so the default
+    planning could not tell when to stop calling tools. ``reasoning=None`` sends
+    none; the text may be ``None`` only when there are tool calls.
+    """
+
+    text: str | None = None
+    tool_calls: tuple[ScriptedToolCall, ...] = ()
+    reasoning: str | None = None
 
 
 DEFAULT_TOOL_CALLS: tuple[ScriptedToolCall, ...] = (
@@ -254,6 +270,7 @@ class FakeAPI:
         self._counter = 0
         self._failures: deque[_Failure] = deque()
         self._drops: deque[_Drop] = deque()
+        self._scripted: deque[ScriptedReply] = deque()
         self._server: _Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -344,12 +361,19 @@ class FakeAPI:
         with self._lock:
             self._drops.append(_Drop(after_events))
 
+    def script(self, *replies: ScriptedReply) -> None:
+        """Answer the next API requests with *replies*, in order, instead of the
+        default planning (which resumes once they are used up)."""
+        with self._lock:
+            self._scripted.extend(replies)
+
     def reset(self) -> None:
         """Forget recorded requests and pending failures/drops (the configuration stays)."""
         with self._lock:
             self.requests.clear()
             self._failures.clear()
             self._drops.clear()
+            self._scripted.clear()
 
     @property
     def last_request(self) -> RecordedRequest:
@@ -381,6 +405,13 @@ class FakeAPI:
     def _pop_drop(self) -> _Drop | None:
         with self._lock:
             return self._drops.popleft() if self._drops else None
+
+    def _pop_scripted(self) -> _Reply | None:
+        with self._lock:
+            if not self._scripted:
+                return None
+            s = self._scripted.popleft()
+        return _Reply("tools" if s.tool_calls else "text", s.reasoning, s.text, tuple(s.tool_calls))
 
     def _plan(self, tools_offered: bool, results: list[str] | None, parallel: bool = True) -> _Reply:
         if results is not None:
@@ -998,6 +1029,9 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             reply = fake._plan(_tools_offered(body), _anthropic_results(body), _parallel(body))
             json_fn, sse_fn = _anthropic_json, _anthropic_sse
+        scripted = fake._pop_scripted()
+        if scripted is not None:
+            reply = scripted
 
         if body.get("stream") is True:
             self._send_stream(sse_fn(fake, body, reply, n), n, endpoint, fake._pop_drop())
