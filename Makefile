@@ -9,6 +9,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.ststrace-installed
 CORE   := $(VENV)/.ststrace-core
+# CrewAI needs openai<3 while the main test environment pins openai 3: its
+# tests run again in an environment of their own.
+CREW   := .venv-crewai
+CREW_STAMP := $(CREW)/.ststrace-installed
 
 .PHONY: demo test bench typecheck clean
 
@@ -27,7 +31,13 @@ $(CORE): pyproject.toml
 demo: $(CORE)
 	$(BIN)/python examples/quickstart.py
 
-test: $(STAMP)
+$(CREW_STAMP): pyproject.toml
+	test -x $(CREW)/bin/python || $(PYTHON) -m venv $(CREW)
+	$(CREW)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-crewai]'
+	touch $(CREW_STAMP)
+
+test: $(STAMP) $(CREW_STAMP)
+	$(CREW)/bin/python -m pytest -q -p no:cacheprovider tests/frameworks/test_crewai.py
 	$(BIN)/python -m pytest -q
 
 typecheck: $(STAMP)
@@ -37,4 +47,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(CREW) traces .pytest_cache .mypy_cache

@@ -229,7 +229,7 @@ def test_every_field_of_a_recorded_message_is_redacted(tmp_path: Path) -> None:
             }
         )
         s.tool(call_id, "done")
-        s.record({"role": "user", "content": "hi", "usage": f"key={OPENAI}"})
+        s.record({"role": "user", "content": "hi", "note": f"key={OPENAI}"})
     text = path.read_text()
     assert GH not in text and OPENAI not in text
     lines = _lines(path)
@@ -241,7 +241,7 @@ def test_every_field_of_a_recorded_message_is_redacted(tmp_path: Path) -> None:
     assert call["function"]["name"] == "fn_" + marker("github_token")
     # The call and its result still pair: the same id is redacted the same way.
     assert call["id"].startswith("call_" + marker("github_token")) and result["toolCallId"] == call["id"]
-    assert user["usage"] == "key=" + marker("openai_key")
+    assert user["note"] == "key=" + marker("openai_key")
     assert validate(path) == []
 
 

@@ -2,8 +2,9 @@
 
 CrewAI cannot be installed beside the pinned ``openai==3.57.0``: every release
 (0.1.0 to 1.15.30) requires ``openai<3`` (1.15.30: ``openai>=2.30.0,<3``), so
-it is not in the ``test`` extra and these tests skip here. They were run with
-crewai 1.15.30, openai 2.54.0 and litellm 1.110.2 in a separate environment.
+it is not in the ``test`` extra and these tests skip in the main environment.
+``make test`` runs them a second time in ``.venv-crewai``, made from the
+``test-crewai`` extra (crewai 1.15.30, openai 2.54.0, litellm 1.110.2).
 
 CrewAI's telemetry and tracing are switched off (``tests/frameworks/conftest.py``
 and ``OTEL_SDK_DISABLED`` below); the network guard fails a test that tries
@@ -103,11 +104,6 @@ def test_crew_kickoff_through_litellm(api: FakeAPI, trace: Path, messages_of: Me
     assert messages_of(trace) == expected(api)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="CrewAI's native OpenAI provider calls chat.completions.with_raw_response.create, "
-    "recorded once the raw-response work of issue 12 lands",
-)
 def test_crew_kickoff_through_the_native_openai_provider(api: FakeAPI, trace: Path, messages_of: Messages) -> None:
     """``Crew.kickoff`` with CrewAI's own OpenAI provider (its default for ``openai/...``)."""
     with ststrace.Session(trace):
