@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import weakref
 from typing import Any
 
 import orjson
@@ -50,7 +51,7 @@ class MessageGuard:
     turns the caps (and media placeholders) off.
     """
 
-    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short")
+    __slots__ = ("redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "__weakref__")
 
     def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
         if max_field_chars is not None and (isinstance(max_field_chars, bool) or not isinstance(max_field_chars, int)):
@@ -71,7 +72,10 @@ class MessageGuard:
         self._short = max(short, 1)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler may record while the main thread holds
+        # it. Replaced in the child of a fork (see _after_fork_in_child).
+        self._lock = threading.RLock()
+        _guards.add(self)
 
     # -- public ---------------------------------------------------------------------
 
@@ -416,3 +420,17 @@ def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000)
     if redactor is None and not max_field_chars:
         return None
     return MessageGuard(redactor, max_field_chars)
+
+
+# Every guard, so the child of a fork gets fresh locks: a thread counting a
+# redaction at the moment of fork() would leave the child's copy held forever.
+_guards: weakref.WeakSet[MessageGuard] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for guard in list(_guards):
+        guard._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
