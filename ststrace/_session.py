@@ -576,6 +576,8 @@ class Session:
         Oldest pending call of that name wins, unless a later one's arguments
         equal this call's (as passed, or with defaults filled in).
         """
+        if not self._pending:
+            return None  # the common case (no model call asked for it): no lock, no copy
         with self._state_lock:
             # list() copies in one C call: a signal handler cannot change the
             # dict halfway through (it may between the steps below).
