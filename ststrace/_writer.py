@@ -549,7 +549,8 @@ class Writer:
         job = _Job(lambda: self.write_out(fsync=fsync))
         how = _flusher.run_for_main(job, self, nested=False)
         if how == _DEFERRED:
-            self._wake_sent = True
+            self._wake_sent = True  # due: the flusher writes it on its next pass
+            _flusher.wake()
             return
         if how == _RUN_HERE:
             job.run()
