@@ -85,6 +85,21 @@ def test_recording_after_close_logs_a_warning_once(tmp_path: Path, caplog: pytes
     assert [m["content"] for m in read(s.path).messages] == ["inside"]
 
 
+def test_recording_into_a_session_closed_before_it_opened_logs_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closed without ever writing: no file is made, records are counted and said once."""
+    s = Session(tmp_path, id="never-opened")
+    s.close()
+    caplog.set_level(logging.WARNING, logger="ststrace")
+    for i in range(3):
+        s.user(f"late {i}")
+    assert s.stats()["lost"] == 3
+    warnings = [r.getMessage() for r in caplog.records if "never-opened" in r.getMessage()]
+    assert len(warnings) == 1 and "closed" in warnings[0]
+    assert not s.path.exists()
+
+
 # -- 17: resume refuses anything but a regular file, without blocking ------------------
 
 
