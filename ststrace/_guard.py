@@ -33,6 +33,7 @@ import hmac
 import json
 import os
 import threading
+import weakref
 from bisect import bisect_right
 from typing import Any
 
@@ -77,7 +78,18 @@ class MessageGuard:
     """
 
     __slots__ = (
-        "redactor", "max_field_chars", "counts", "_lock", "_cap", "_media", "_short", "_clean", "_clean_ids", "_names", "_ids"
+        "redactor",
+        "max_field_chars",
+        "counts",
+        "_lock",
+        "_cap",
+        "_media",
+        "_short",
+        "_clean",
+        "_clean_ids",
+        "_names",
+        "_ids",
+        "__weakref__",
     )
 
     def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
@@ -99,7 +111,10 @@ class MessageGuard:
         self._short = max(short, 1)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler may record while the main thread holds
+        # it. Replaced in the child of a fork (see _after_fork_in_child).
+        self._lock = threading.RLock()
+        _guards.add(self)
         # Model and tool names and ids seen before: they repeat, and each id
         # comes twice (the call, its result). Those with nothing to redact,
         # and what the others became (with what they counted).
@@ -742,3 +757,17 @@ def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000)
     if redactor is None and not max_field_chars:
         return None
     return MessageGuard(redactor, max_field_chars)
+
+
+# Every guard, so the child of a fork gets fresh locks: a thread counting a
+# redaction at the moment of fork() would leave the child's copy held forever.
+_guards: weakref.WeakSet[MessageGuard] = weakref.WeakSet()
+
+
+def _after_fork_in_child() -> None:
+    for guard in list(_guards):
+        guard._lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

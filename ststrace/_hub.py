@@ -554,3 +554,18 @@ def flush_sync(timeout: float | None = None) -> bool:
 
 # Sessions opened with ``sync_to`` upload through this module once they close.
 _registry.on_after_close(schedule_sync)
+
+
+def _after_fork_in_child() -> None:
+    # Locks a thread of the parent held at fork() would stay held here; the
+    # parent's upload thread and queue do not exist in the child.
+    global _synced_lock
+    _synced_lock = threading.Lock()
+    _syncer._lock = threading.Lock()
+    _syncer._queue = queue.Queue()
+    _syncer._thread = None
+    _syncer._pid = os.getpid()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -488,3 +489,13 @@ async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:
     finally:
         in_llm_call.reset(token)
     return _settle(call, result, patch)
+
+
+def _after_fork_in_child() -> None:
+    # A thread of the parent (un)instrumenting at fork() would leave it held.
+    global _lock
+    _lock = threading.RLock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -41,7 +41,7 @@ class _Closable(Protocol):
 AfterClose = Callable[[Path, str], None]
 
 _open: set[Any] = set()
-_lock = threading.Lock()
+_lock = threading.RLock()  # reentrant: a signal handler may open a session while it is held
 _exit_hook_installed = False
 _after_close: list[AfterClose] = []
 
@@ -99,7 +99,7 @@ def after_close(path: Path, sync_to: str) -> None:
 
 def _after_fork_in_child() -> None:
     global _lock
-    _lock = threading.Lock()
+    _lock = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import os
 import threading
+import weakref
 from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
@@ -16,13 +17,13 @@ from typing import Any, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _records, _registry, _signals, _subagents
+from . import _context, _ids, _records, _registry, _signals, _subagents
 from ._encode import content_text, dumps
 from ._errors import WriteError, logger
 from ._guard import make_guard
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
-from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_append
+from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_resume
 
 #: Tool calls still waiting for a result; oldest dropped past this many so a
 #: run of millions of unanswered calls cannot grow memory without bound.
@@ -175,7 +176,10 @@ class Session:
         self._guard = None if self.disabled else make_guard(redact, max_field_chars)
         self._writer: Writer | None = None
         self._tokens: list[Any] = []
-        self._state_lock = threading.Lock()
+        # Reentrant, and every section under it tolerates a nested one: a
+        # signal handler may record on the main thread while it is held.
+        self._state_lock = threading.RLock()
+        _all_sessions.add(self)
         # OrderedDict: evicting the oldest of a plain dict (next(iter(d)) after
         # many deletions at the front) scans dead slots and costs O(n) per call.
         self._pending: OrderedDict[str, _Pending] = OrderedDict()
@@ -188,6 +192,11 @@ class Session:
         # Fingerprinted only when a model call looks, not on every s.user().
         self._direct: deque[dict[str, Any]] = deque(maxlen=64)
         self._closed = False
+        # close() finished: an interrupted close (Ctrl-C) leaves it False and
+        # the session registered, so close_all at exit completes it.
+        self._close_done = False
+        self._dropped = 0  # records refused because building them raised
+        self._warned_closed = False
 
     # -- path and file ----------------------------------------------------
 
@@ -268,7 +277,18 @@ class Session:
     def _open_for_resume(self) -> int:
         if self._path.is_symlink():
             raise ValueError(f"{self._path} is a symlink; ststrace does not follow it")
-        with open(self._path, "rb") as f:
+        # One descriptor, opened without blocking and checked to be a regular
+        # file, reads, cuts and appends (a FIFO would block a plain open).
+        fd = open_resume(self._path)
+        try:
+            self._read_for_resume(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _read_for_resume(self, fd: int) -> None:
+        with os.fdopen(os.dup(fd), "rb") as f:
             first = f.readline()
             try:
                 header = orjson.loads(first)
@@ -296,13 +316,11 @@ class Session:
                     break
                 good_end = offset
                 self._replay(line)
-        fd = open_append(self._path)
         size = os.fstat(fd).st_size
         if good_end < size:
             # A crash left a torn last line: cut it so appended lines stay valid.
             logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self._path)
             os.ftruncate(fd, good_end)
-        return fd
 
     def _replay(self, line: bytes) -> None:
         """Rebuild the pending tool calls of a resumed session from its file."""
@@ -357,14 +375,21 @@ class Session:
                 _context.current.set(None)
 
     def _close_file(self) -> BaseException | None:
-        if self._closed:
+        if self._close_done:
             return None
         self._closed = True
         writer = self._writer
-        _registry.unregister(self)
         if writer is None:
+            self._close_done = True
+            _registry.unregister(self)
             return None
+        # Interrupted here (Ctrl-C), the session stays registered and the
+        # writer keeps closing in the flusher: close_all at exit collects it.
         err = writer.close()
+        if not writer.close_done:
+            return err  # deferred (called from a signal handler): close_all finishes it
+        self._close_done = True
+        _registry.unregister(self)
         if err is None and self.sync_to:
             _registry.after_close(self._path, self.sync_to)
         return err
@@ -425,6 +450,8 @@ class Session:
             out: dict[str, Any] = {"messages": 0, "bytes": 0, "flushes": 0, "write_errors": 0, "lost": 0, "buffered_bytes": 0}
         else:
             out = self._writer.stats()
+        if self._dropped:
+            out["lost"] += self._dropped
         out["pending_tool_calls"] = len(self._pending)
         out["redactions"] = dict(self._guard.counts) if self._guard is not None else {}
         with self._state_lock:
@@ -439,7 +466,15 @@ class Session:
             if self.disabled:
                 return
             if self._closed:
-                logger.warning("ststrace: session %s is closed; a %s message was not recorded", self.id, msg.get("role"))
+                self._dropped += 1
+                if not self._warned_closed:
+                    self._warned_closed = True
+                    logger.warning(
+                        "ststrace: session %s is closed; a %s message was not recorded "
+                        "(counted in stats()['lost']; said once per session)",
+                        self.id,
+                        msg.get("role"),
+                    )
                 return
             # Recording before entering the block opens the file on first use.
             self._open_file()
@@ -454,15 +489,28 @@ class Session:
             body = dumps(msg)
         writer.append(b'{"type":"message","message":' + body + b"}\n")
 
+    # Each recording method builds its record inside ``try``: a value that
+    # raises when looked at (a lazy proxy whose __class__ fails) must not
+    # reach the caller. The record is then dropped, counted and logged.
+    # ValueErrors of ststrace's own checks still tell the caller what is wrong.
+
     def user(self, content: Any) -> None:
         """Record a user turn."""
-        msg = _records.simple("user", content)
+        try:
+            msg = _records.simple("user", content)
+        except Exception as exc:
+            self._not_recorded("user", exc)
+            return
         self._direct.append(msg)
         self._emit(msg)
 
     def system(self, content: Any) -> None:
         """Record a system prompt."""
-        msg = _records.simple("system", content)
+        try:
+            msg = _records.simple("system", content)
+        except Exception as exc:
+            self._not_recorded("system", exc)
+            return
         self._direct.append(msg)
         self._emit(msg)
 
@@ -479,8 +527,14 @@ class Session:
 
         *usage*: token counts, ``{"input", "output", "cacheRead", "cacheWrite"}``
         (``totalTokens`` is computed) or a provider's usage object."""
-        calls = _records.normalize_tool_calls(tool_calls)
-        msg = _records.message("assistant", content, reasoning=reasoning, tool_calls=calls, model=model, usage=usage)
+        try:
+            calls = _records.normalize_tool_calls(tool_calls)
+            if model is not None and type(model) is not str:
+                model = content_text(model)
+            msg = _records.message("assistant", content, reasoning=reasoning, tool_calls=calls, model=model, usage=usage)
+        except Exception as exc:
+            self._not_recorded("assistant", exc)
+            return []
         self._record_assistant(msg)
         return [c["id"] for c in calls]
 
@@ -488,13 +542,22 @@ class Session:
         """Record the result of tool call *tool_call_id*."""
         if not isinstance(tool_call_id, str) or not tool_call_id:
             raise ValueError(f"tool_call_id must be a non-empty string, got {tool_call_id!r}")
+        try:
+            msg = _records.message("tool", content, tool_call_id=tool_call_id)
+        except Exception as exc:
+            self._not_recorded("tool", exc)
+            return
         with self._state_lock:
             self._pending.pop(tool_call_id, None)
-        self._emit(_records.message("tool", content, tool_call_id=tool_call_id))
+        self._emit(msg)
 
     def record(self, message: Mapping[str, Any]) -> None:
         """Record a raw STS message dict (checked; ValueError if malformed)."""
-        msg = _records.check_message(message)
+        try:
+            msg = _records.check_message(message)
+        except Exception as exc:
+            self._not_recorded("", exc)
+            return
         if msg["role"] == "assistant":
             self._record_assistant(msg)
             return
@@ -502,6 +565,24 @@ class Session:
             with self._state_lock:
                 self._pending.pop(msg["toolCallId"], None)
         self._emit(msg)
+
+    def _not_recorded(self, role: str, exc: Exception) -> None:
+        if isinstance(exc, ValueError) and _raised_by_checks(exc):
+            raise exc  # the caller's mistake, said by ststrace's own check
+        self._dropped += 1
+        if self._dropped <= _MAX_DROP_WARNINGS:
+            try:
+                detail = f"{type(exc).__name__}: {exc}"
+            except Exception:
+                detail = "an exception"
+            logger.warning(
+                "ststrace: session %s: a %s message was not recorded: building it raised %s "
+                "(counted in stats()['lost']%s)",
+                self.id,
+                role or "raw",
+                detail,
+                "; further ones are only counted" if self._dropped == _MAX_DROP_WARNINGS else "",
+            )
 
     # -- internals for decorators and integrations --------------------------------
 
@@ -553,18 +634,24 @@ class Session:
         Oldest pending call of that name wins, unless a later one's arguments
         equal this call's (as passed, or with defaults filled in).
         """
+        if not self._pending:
+            return None  # the common case (no model call asked for it): no lock, no copy
         with self._state_lock:
-            ids = [cid for cid, p in self._pending.items() if p.name == name]
+            # list() copies in one C call: a signal handler cannot change the
+            # dict halfway through (it may between the steps below).
+            ids = [cid for cid, p in list(self._pending.items()) if p.name == name]
             if not ids:
                 return None
             chosen = ids[0]
             if len(ids) > 1:
                 wanted = list(candidates)
                 for cid in ids:
-                    if self._pending[cid].parsed in wanted:
+                    p = self._pending.get(cid)
+                    if p is not None and p.parsed in wanted:
                         chosen = cid
                         break
-            del self._pending[chosen]
+            if self._pending.pop(chosen, None) is None:
+                return None  # answered meanwhile, by a signal handler
             return chosen
 
     def _answer(self, tool_call_id: str) -> bool:
@@ -608,7 +695,7 @@ class Session:
                 start = len(messages) if turn in self._stateful_turns else 0
                 self._stateful_turns.append(turn)
             else:
-                start, slot = _continue_conversation(self._conversations, fps)
+                start, slot = _continue_conversation(list(self._conversations), fps)
                 if slot < 0:
                     self._conversations.append(fps)
                 else:
@@ -628,7 +715,7 @@ class Session:
                         to_emit.append(_records.tool_result(cid, content_text(m.get("content"))))
                 elif role in ("user", "system"):
                     if direct is None:
-                        direct = [_fingerprint(d) for d in self._direct]
+                        direct = [_fingerprint(d) for d in list(self._direct)]
                     if fp in direct:
                         direct.remove(fp)  # recorded directly with s.user()
                         continue
@@ -706,9 +793,30 @@ def close_all() -> None:
     _registry.close_all()
 
 
+_MAX_DROP_WARNINGS = 10
+
+# ValueErrors raised here are ststrace's checks of the caller's arguments.
+_CHECKS = frozenset(
+    {_records.__file__, _ids.__file__, __file__, os.path.join(os.path.dirname(__file__), "_adapters", "usage.py")}
+)
+
+
+def _raised_by_checks(exc: BaseException) -> bool:
+    tb = exc.__traceback__
+    if tb is None:
+        return False
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb.tb_frame.f_code.co_filename in _CHECKS
+
+
+# Every session, opened or not: a thread may hold one's state lock at fork.
+_all_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
 def _after_fork_in_child() -> None:
-    for s in _registry.open_sessions():
-        s._state_lock = threading.Lock()
+    for s in list(_all_sessions):
+        s._state_lock = threading.RLock()
 
 
 if hasattr(os, "register_at_fork"):

@@ -16,18 +16,31 @@ Design:
 * Descriptors are pooled (:class:`_FdPool`): thousands of idle sessions do not
   pin thousands of file descriptors.
 * After ``fork()`` the child drops the parent's unwritten bytes (they are the
-  parent's to write), gets fresh locks, and starts its own flusher on demand.
+  parent's to write), gets fresh locks (every writer's, open or closed), and
+  starts its own flusher on demand.
+* Signals: Python runs signal handlers on the main thread, between two
+  bytecodes of whatever it was doing, possibly ststrace code holding a lock.
+  So the locks a handler's recording may need are reentrant, the flusher is
+  woken without a lock (:class:`_Wake`), and the main thread never writes:
+  its ``flush()`` and ``close()`` are run by the flusher while it waits
+  (:meth:`_Flusher.run_for_main`). Ctrl-C then interrupts only the wait; the
+  write finishes, and a close interrupted that way is completed by the next
+  ``close()`` or at exit. A reopened descriptor must be the same file
+  (device and inode), and a close after failed writes cuts a torn last line.
 """
 
 from __future__ import annotations
 
+import collections
 import errno
 import os
+import stat
 import sys
 import threading
 import time
+import weakref
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ._errors import WriteError, internal_error, logger
 
@@ -75,12 +88,103 @@ def open_append(path: Path) -> int:
     return os.open(path, _APPEND_FLAGS)
 
 
+def open_resume(path: Path) -> int:
+    """Open an existing trace to read and append, refusing anything but a regular file.
+
+    ``O_NONBLOCK``: opening a FIFO must not wait for its other end. ``O_RDWR``
+    (not ``O_RDONLY``): the same descriptor reads the file, cuts a torn tail
+    and appends, so nothing can swap the file between two opens.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno in (errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
+            raise ValueError(f"{path} is not a regular file; cannot resume it") from None
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symlink; ststrace does not follow it") from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file; cannot resume it")
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+class _FileReplaced(OSError):
+    """The path of an evicted descriptor now names another file."""
+
+
+class _Wake:
+    """A wake-up flag set without taking a lock (``threading.Event.set`` takes
+    one, so a signal handler setting it while the main thread was inside
+    ``set`` would deadlock). A plain lock stands for "not set":
+    ``Lock.release`` is one C call, which a signal handler cannot interrupt."""
+
+    __slots__ = ("_lock",)
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._lock.acquire()
+
+    def set(self) -> None:
+        try:
+            self._lock.release()
+        except RuntimeError:
+            pass  # already set
+
+    def wait(self, timeout: float) -> bool:
+        """Wait until set (or *timeout*); clears the flag."""
+        return self._lock.acquire(timeout=timeout)
+
+    def clear(self) -> None:
+        self._lock.acquire(blocking=False)
+
+
+class _Job:
+    """Work the flusher runs for the main thread (see :meth:`_Flusher.run_for_main`)."""
+
+    __slots__ = ("fn", "done", "result", "error", "delivered")
+
+    def __init__(self, fn: Callable[[], BaseException | None]) -> None:
+        self.fn = fn
+        self.done = threading.Event()
+        self.result: BaseException | None = None
+        self.error: BaseException | None = None
+        self.delivered = False
+
+    def run(self) -> None:
+        try:
+            self.result = self.fn()
+        except BaseException as exc:  # handed to the thread that waits
+            self.error = exc
+        finally:
+            self.done.set()
+
+    def outcome(self) -> BaseException | None:
+        """The result, once: a close interrupted by Ctrl-C and finished by
+        ``close_all`` reports its error there, not twice."""
+        if self.delivered:
+            return None
+        self.delivered = True
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+
+# Every writer, closed ones too, so the child of a fork can reset their locks.
+_all_writers: weakref.WeakSet[Writer] = weakref.WeakSet()
+
+
 class _FdPool:
     """Bounded set of open descriptors, least recently used closed first."""
 
     def __init__(self, limit: int = 64) -> None:
         self.limit = limit
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: see "Signals" above
         self._open: dict[int, Writer] = {}  # id(writer) -> writer, in LRU order
 
     def touch(self, writer: Writer) -> None:
@@ -114,7 +218,7 @@ class _FdPool:
             self._open.pop(id(writer), None)
 
     def reset(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._open = {}
 
 
@@ -143,7 +247,9 @@ class Writer:
         # Appends take no lock: list.append is atomic, and the writer only
         # removes a prefix (``del chunks[:n]``) while appends add at the end.
         # The lock and condition serve the slow paths (backpressure, close).
-        self._lock = threading.Lock()
+        # Reentrant: a signal handler may record while the main thread,
+        # interrupted, holds it (see "Signals" above).
+        self._lock = threading.RLock()
         self._space = threading.Condition(self._lock)
         self._io_lock = threading.Lock()  # one writer to the file at a time, in order
         self._chunks: list[bytes] = []
@@ -168,12 +274,22 @@ class Writer:
         self._last_error: BaseException | None = None
         self._error_logged = False
         self._closed = False
+        self._close_job: _Job | None = None
+        self._warned_closed = False
+        # (st_dev, st_ino) of the file, taken when the descriptor is first
+        # closed early: a reopen by path must find the same file.
+        self._file_id: tuple[int, int] | None = None
+        self._replaced = False
+        # Bytes of an unfinished line at the end of the file (a short write
+        # that failed): a close that cannot finish the line cuts them off.
+        self._torn = 0
         self._pid = os.getpid()
         # Counters reported by Session.stats().
         self.bytes_written = 0
         self.flushes = 0
         self.write_errors = 0
         self.lost = 0
+        _all_writers.add(self)
         _fd_pool.touch(self)
         _flusher.register(self)
 
@@ -217,6 +333,13 @@ class Writer:
                 self._size += len(line)
                 return True
             self.lost += 1
+            if self._closed and not self._warned_closed:
+                self._warned_closed = True
+                logger.warning(
+                    "ststrace: %s is closed; a record made after close() was not written "
+                    "(counted in stats()['lost']; this is said once per session)",
+                    self.path,
+                )
             return False
 
     def _cap(self) -> int:
@@ -296,6 +419,7 @@ class Writer:
                     self.bytes_written += written
                     self._size -= written
                     data, written = b"", 0
+                    self._torn = 0  # data always ends with a whole line
                     if self._waiting:
                         with self._lock:
                             self._space.notify_all()
@@ -320,10 +444,22 @@ class Writer:
                 step = _slice.lines = max(1, min(by_time, k * _SLICE_BYTES // max(len(data), 1)))
             if fsync or self.durable:
                 os.fsync(fd)
+        except _FileReplaced as exc:
+            # Never into another program's file: what was meant for ours is lost.
+            n = len(chunks)
+            self.lost += data.count(b"\n") + sum(c.count(b"\n") for c in chunks[:n])
+            del chunks[:n]
+            self._drained += n
+            self._rest = b""
+            self._size = 0
+            return self._failed(exc)
         except OSError as exc:
             # Keep exactly the unwritten bytes: a line is never split or
             # written twice, however short the write was. Lines not taken yet
             # stay in the buffer, behind this tail.
+            if written:
+                nl = data.rfind(b"\n", 0, written)
+                self._torn = written - nl - 1 if nl >= 0 else self._torn + written
             self.bytes_written += written
             self._size -= written
             self._rest = data[written:]
@@ -351,13 +487,35 @@ class Writer:
             self._space.notify_all()
         if not self._error_logged:
             self._error_logged = True
-            logger.error("ststrace: cannot write %s: %s (keeping records buffered, will retry)", self.path, exc)
+            if isinstance(exc, _FileReplaced):
+                logger.error(
+                    "ststrace: %s was replaced or moved by another program; not writing into that file: "
+                    "records of this session are lost from now on (counted in stats()['lost'])",
+                    self.path,
+                )
+            else:
+                logger.error("ststrace: cannot write %s: %s (keeping records buffered, will retry)", self.path, exc)
         return exc
 
     def _get_fd(self) -> int:
         fd = self._fd
         if fd is None:
-            fd = self._fd = open_append(self.path)
+            if self._replaced:
+                raise _FileReplaced(errno.ESTALE, "the file was replaced", str(self.path))
+            fd = open_append(self.path)
+            # The descriptor was closed early (pool, fork): the path must
+            # still name our file, not one put in its place since.
+            if self._file_id is not None:
+                try:
+                    st = os.fstat(fd)
+                    same = (st.st_dev, st.st_ino) == self._file_id
+                except OSError:
+                    same = False
+                if not same:
+                    os.close(fd)
+                    self._replaced = True
+                    raise _FileReplaced(errno.ESTALE, "the file was replaced", str(self.path))
+            self._fd = fd
         _fd_pool.touch(self)
         return fd
 
@@ -365,21 +523,77 @@ class Writer:
         fd, self._fd = self._fd, None
         _fd_pool.forget(self)
         if fd is not None:
+            self._remember_file(fd)
             try:
                 os.close(fd)
+            except OSError:
+                pass
+
+    def _remember_file(self, fd: int) -> None:
+        if self._file_id is None:
+            try:
+                st = os.fstat(fd)
+                self._file_id = (st.st_dev, st.st_ino)
             except OSError:
                 pass
 
     # -- user-facing flush / close -----------------------------------------
 
     def flush(self, *, fsync: bool = False) -> None:
-        """Write everything buffered; raise :class:`WriteError` if the disk refuses."""
-        err = self.write_out(fsync=fsync)
+        """Write everything buffered; raise :class:`WriteError` if the disk refuses.
+
+        On the main thread the flusher writes while this waits (see "Signals"
+        above); from a signal handler that interrupted ststrace, or one that
+        interrupted a flush, it only wakes the flusher and returns.
+        """
+        job = _Job(lambda: self.write_out(fsync=fsync))
+        how = _flusher.run_for_main(job, self, nested=False)
+        if how == _DEFERRED:
+            self._wake_sent = True  # due: the flusher writes it on its next pass
+            _flusher.wake()
+            return
+        if how == _RUN_HERE:
+            job.run()
+        else:
+            _wait(job)
+        err = job.outcome()
         if err is not None:
             raise WriteError(self.path, err, self.lost) from err
 
     def close(self) -> BaseException | None:
-        """Flush, fsync and close. Returns a :class:`WriteError` instead of raising."""
+        """Flush, fsync and close. Returns a :class:`WriteError` instead of raising.
+
+        Interrupted (Ctrl-C while the main thread waits for the flusher), the
+        close goes on in the flusher; calling ``close()`` again (``close_all``
+        does, at exit) waits for it and returns its outcome.
+        """
+        with self._lock:
+            job = self._close_job
+            new = job is None
+            if job is None:
+                job = self._close_job = _Job(self._close_now)
+        if new:
+            how = _flusher.run_for_main(job, self, nested=True)
+            if how == _DEFERRED:
+                return None  # not done: see close_done
+            if how == _RUN_HERE:
+                job.run()
+        if not job.done.is_set():
+            if threading.current_thread() is not threading.main_thread():
+                job.done.wait()
+            elif _holds_locks(self):
+                return None  # a signal handler inside ststrace: the flusher finishes it
+            else:
+                _wait(job)
+        return job.outcome()
+
+    @property
+    def close_done(self) -> bool:
+        """Whether close() has finished its work (written, counted, descriptor closed)."""
+        job = self._close_job
+        return job is not None and job.done.is_set()
+
+    def _close_now(self) -> BaseException | None:
         with self._io_lock:
             if self._closed:
                 return None
@@ -394,6 +608,8 @@ class Writer:
                 # What could not be written by now is lost; say how much.
                 self.lost += self._rest.count(b"\n")
                 self._rest = b""
+                if self._torn:
+                    self._cut_torn_line()
             # Appended while the last write ran, or not reached before it failed.
             n = len(self._chunks)
             if n:
@@ -408,6 +624,19 @@ class Writer:
         if self.lost:
             return WriteError(self.path, self._last_error, self.lost)
         return None
+
+    def _cut_torn_line(self) -> None:
+        """Cut the start of a line a failed write left unfinished: the file ends
+        in whole lines (``validate`` passes, readers and uploads take it as
+        closed). The line itself is already counted lost."""
+        try:
+            fd = self._get_fd()
+            size = os.fstat(fd).st_size
+            os.ftruncate(fd, max(size - self._torn, 0))
+            self.bytes_written -= self._torn
+            self._torn = 0
+        except OSError as exc:
+            logger.error("ststrace: %s ends in an unfinished line that could not be cut off: %s", self.path, exc)
 
     @property
     def closed(self) -> bool:
@@ -424,9 +653,10 @@ class Writer:
         }
 
     def _after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._space = threading.Condition(self._lock)
         self._io_lock = threading.Lock()
+        self._close_job = None if self._close_job is None or not self._close_job.done.is_set() else self._close_job
         self._drained += len(self._chunks)
         self._chunks = []
         self._rest = b""
@@ -440,6 +670,7 @@ class Writer:
         # The descriptor is shared with the parent; reopen on demand instead.
         fd, self._fd = self._fd, None
         if fd is not None:
+            self._remember_file(fd)
             try:
                 os.close(fd)
             except OSError:
@@ -456,10 +687,11 @@ class _Flusher:
     BUSY_WINDOW = 0.05
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # reentrant: see "Signals" above
         self._writers: set[Writer] = set()
-        self._event = threading.Event()  # buffers are due
-        self._lent = threading.Event()  # a recording thread lends the GIL
+        self._event = _Wake()  # buffers are due
+        self._lent = _Wake()  # a recording thread lends the GIL
+        self._jobs: collections.deque[_Job] = collections.deque()  # flush/close for the main thread
         self.thread: threading.Thread | None = None
         self._ident = 0  # the flusher thread's, once it runs
         self._pid = os.getpid()
@@ -476,9 +708,43 @@ class _Flusher:
         with self._lock:
             self._writers.add(writer)
             self.share = max(_MIN_SHARE, _TOTAL_BUFFER // len(self._writers))
-            if self.thread is None or not self.thread.is_alive():
-                self.thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
-                self.thread.start()
+            self._ensure_thread()
+
+    def _ensure_thread(self) -> bool:
+        # Called with self._lock held.
+        if self.thread is None or not self.thread.is_alive():
+            thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
+            try:
+                thread.start()
+            except RuntimeError:  # no new threads at interpreter shutdown
+                return False
+            self.thread = thread
+        return True
+
+    def run_for_main(self, job: _Job, writer: Writer, *, nested: bool) -> int:
+        """Hand *job* (a flush or close of *writer*) to the flusher if called on
+        the main thread, where signal handlers run: Ctrl-C then interrupts the
+        wait, never a write half accounted for, and a handler never blocks on
+        a lock the code it interrupted holds.
+
+        Returns _RUN_HERE (not the main thread, or no flusher: run it in this
+        thread), _SUBMITTED (wait for it), or _DEFERRED: the main thread holds
+        a lock the job needs (a handler interrupted ststrace), or, unless
+        *nested*, is already waiting for a job (a handler interrupted that
+        wait: under a fast timer, waiting again would nest without end).
+        """
+        if threading.current_thread() is not threading.main_thread():
+            return _RUN_HERE
+        deferred = _holds_locks(writer) or (_main_waits > 0 and not nested)
+        with self._lock:
+            if not self._ensure_thread():
+                return _RUN_HERE
+            if deferred and not nested:
+                return _DEFERRED
+            self._jobs.append(job)
+        self.wake()
+        self._lent.set()
+        return _DEFERRED if deferred else _SUBMITTED
 
     def unregister(self, writer: Writer) -> None:
         with self._lock:
@@ -549,6 +815,8 @@ class _Flusher:
             (self._lent if busy else self._event).wait(self._tick())
             self._event.clear()
             self._lent.clear()
+            while self._jobs:
+                self._jobs.popleft().run()
             loan, self._loan = self._loan, None
             now = self._ran_at = time.monotonic()
             deadline = now + (self.LEND_BUDGET if loan is not None else self.PASS_BUDGET)
@@ -577,9 +845,10 @@ class _Flusher:
             return list(self._writers)
 
     def _after_fork_in_child(self) -> None:
-        self._lock = threading.Lock()
-        self._event = threading.Event()
-        self._lent = threading.Event()
+        self._lock = threading.RLock()
+        self._event = _Wake()
+        self._lent = _Wake()
+        self._jobs = collections.deque()  # the parent's to run
         self.thread = None
         self._ident = 0
         self._loan = None
@@ -588,7 +857,7 @@ class _Flusher:
         self._ran_at = 0.0
         self.blocked = 0
         self._cut = False
-        for w in list(self._writers):
+        for w in list(_all_writers):
             w._after_fork_in_child()
         if self._writers:
             self.thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
@@ -597,6 +866,29 @@ class _Flusher:
 
 def _last_write(w: Writer) -> float:
     return w._last_write
+
+
+# How run_for_main wants a job run.
+_RUN_HERE, _SUBMITTED, _DEFERRED = 0, 1, 2
+# Jobs the main thread is waiting for (touched by the main thread only).
+_main_waits = 0
+
+
+def _wait(job: _Job) -> None:
+    """Wait, on the main thread, for the flusher to run *job*. Ctrl-C ends the
+    wait, not the job."""
+    global _main_waits
+    _main_waits += 1
+    try:
+        job.done.wait()
+    finally:
+        _main_waits -= 1
+
+
+def _holds_locks(writer: Writer) -> bool:
+    """Whether this thread holds a lock the flusher needs to write *writer*:
+    only true in a signal handler that interrupted ststrace."""
+    return any(lock._is_owned() for lock in (writer._lock, _flusher._lock, _fd_pool._lock))  # type: ignore[attr-defined]
 
 
 _flusher = _Flusher()

@@ -35,14 +35,30 @@ def test_user_code_called_by_ststrace_is_not_inside_ststrace(tmp_path: Path) -> 
 
 
 def test_a_thread_waiting_inside_ststrace_is_inside(tmp_path: Path) -> None:
-    """The flusher idles in threading.Event.wait (stdlib) called from _writer.py."""
-    with Session(tmp_path, flush_interval=3600):
+    """A recording thread blocked on a full buffer waits in threading.Condition.wait
+    (stdlib) called from _writer.py: that is inside ststrace. The flusher's own
+    idle wait is in _writer.py itself."""
+    with Session(tmp_path, flush_interval=3600, buffer_size=1024, max_buffer=1024) as s:
         thread = _flusher.thread
         assert thread is not None and thread.ident is not None
         time.sleep(0.05)
-        frame = sys._current_frames()[thread.ident]
-        assert frame.f_code.co_filename.endswith("threading.py")
-        assert _signals._inside_ststrace(frame) is True
+        assert _signals._inside_ststrace(sys._current_frames()[thread.ident]) is True
+        writer = s._writer
+        assert writer is not None
+        writer._io_lock.acquire()  # a stalled disk: the buffer cannot drain
+        try:
+            t = threading.Thread(target=lambda: [s.user("x" * 100) for _ in range(50)], daemon=True)
+            t.start()
+            deadline = time.monotonic() + 5
+            while not writer._waiting and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert t.ident is not None and writer._waiting
+            frame = sys._current_frames()[t.ident]
+            assert frame.f_code.co_filename.endswith("threading.py")
+            assert _signals._inside_ststrace(frame) is True
+        finally:
+            writer._io_lock.release()
+        t.join(10)
 
 
 def test_install_is_idempotent_and_main_thread_only(tmp_path: Path) -> None:

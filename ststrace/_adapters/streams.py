@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import inspect
 import io
-import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import Any
 
@@ -130,7 +129,10 @@ class StreamState:
         self._on_done: OnDone | None = on_done
         self.usage = usage  # add the stream's token usage to the message
         self._acc: Accumulator | None = Accumulator()
-        self._lock = threading.Lock()
+        # The at-most-once finish without a lock: list.pop is one atomic C
+        # call, and a lock held by another thread at fork() would stay held
+        # in the child forever.
+        self._once = [True]
         self.source = source
         self.final: Any = None
         self.started = started
@@ -161,11 +163,12 @@ class StreamState:
 
     def finish(self, ended: bool) -> None:
         """Record the message, once; ``ended`` says the stream ran to its end."""
-        with self._lock:
-            if self.done:
-                return
-            self.done = True
-            on_done, self._on_done = self._on_done, None
+        try:
+            self._once.pop()
+        except IndexError:
+            return
+        self.done = True
+        on_done, self._on_done = self._on_done, None
         try:
             message = self._build(ended)
         except Exception:

@@ -9,6 +9,8 @@ import re
 import sys
 from typing import Any, TextIO
 
+import orjson
+
 __all__ = ["Transcript", "fmt_duration", "is_error", "sanitize", "use_color"]
 
 _RESET = "\033[0m"
@@ -67,12 +69,31 @@ def fmt_duration(ms: float) -> str:
     return f"{d}d {h}h"
 
 
+#: Values nested deeper than this print as a marker: the file may nest up to
+#: JSON parsers' limits (about 1,000), which recursive printing cannot reach.
+MAX_DEPTH = 32
+_TOO_DEEP = f"…(nested deeper than {MAX_DEPTH} levels: not shown)"
+
+
+def _shallow(value: Any, depth: int = 0) -> Any:
+    """*value* with containers below MAX_DEPTH replaced by a visible marker."""
+    if isinstance(value, dict):
+        if depth >= MAX_DEPTH:
+            return _TOO_DEEP
+        return {k: _shallow(v, depth + 1) for k, v in value.items()}
+    if isinstance(value, list):
+        if depth >= MAX_DEPTH:
+            return _TOO_DEEP
+        return [_shallow(v, depth + 1) for v in value]
+    return value
+
+
 def _text(value: Any) -> str:
     if isinstance(value, str):
         return value
     if value is None:
         return ""
-    return json.dumps(value, ensure_ascii=False, default=repr)
+    return json.dumps(_shallow(value), ensure_ascii=False, default=repr)
 
 
 def _local(ms: int) -> _dt.datetime | None:
@@ -86,12 +107,12 @@ def _pretty_args(arguments: Any) -> str:
     if not isinstance(arguments, str):
         return _text(arguments)
     try:
-        value = json.loads(arguments)
-    except ValueError:
+        value = orjson.loads(arguments)  # iterative-safe to its own depth limit
+    except (ValueError, RecursionError):
         return arguments
     if value == {}:
         return "{}"
-    return json.dumps(value, indent=2, ensure_ascii=False)
+    return json.dumps(_shallow(value), indent=2, ensure_ascii=False)
 
 
 def _indent(text: str, prefix: str) -> str:

@@ -8,6 +8,16 @@
   var CHUNK_ITEMS = 80;
   var PREVIEW_CHARS = 1200;
   var PREVIEW_LINES = 16;
+  // Long text without break opportunities (one 100,000-character word, in a
+  // script that needs shaping such as Arabic) costs the browser seconds to
+  // lay out, growing with the square of its length. So what is drawn is
+  // capped (a "show all" control draws the rest), and long text is drawn in
+  // pieces of at most PIECE_CHARS, cut after a space where there is one, or
+  // else at an explicit break opportunity (<wbr>): layout stays linear.
+  var INLINE_CHARS = 160;      // names, ids, models, chips, header values
+  var EXPANDED_CHARS = 100000; // a text block after "Show more"
+  var TITLE_CHARS = 300;       // tooltips
+  var PIECE_CHARS = 400;
   var ROLES = { user: "User", assistant: "Assistant", system: "System", tool: "Tool" };
 
   var data;
@@ -99,6 +109,61 @@
     }
   }
   function escapeRegExp(s) { return s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"); }
+  function clip(text, n) { return text.length <= n ? text : text.slice(0, n) + "\u2026"; }
+
+  // Appends *text* in pieces short enough to lay out quickly (see PIECE_CHARS).
+  function appendPieces(parent, text) {
+    if (text.length <= PIECE_CHARS) {
+      parent.appendChild(document.createTextNode(text));
+      return;
+    }
+    var i = 0, n = text.length;
+    while (i < n) {
+      var end = Math.min(n, i + PIECE_CHARS);
+      var hard = false;
+      if (end < n) {
+        var k = end;
+        while (k > end - 80 && !/\s/.test(text.charAt(k - 1))) k--;
+        if (k > end - 80) end = k; else hard = true;
+        // Never split a surrogate pair.
+        var c = text.charCodeAt(end - 1);
+        if (hard && c >= 0xd800 && c <= 0xdbff) end--;
+      }
+      parent.appendChild(el("span", null, text.slice(i, end)));
+      if (hard) parent.appendChild(document.createElement("wbr"));
+      i = end;
+    }
+  }
+
+  // An inline value (a model, a name, an id): at most INLINE_CHARS drawn, and
+  // a control that shows the rest.
+  function inline(tag, cls, value) {
+    var text = String(value);
+    var e = el(tag, cls);
+    if (text.length <= INLINE_CHARS) {
+      e.textContent = text;
+      return e;
+    }
+    // One inner element holds the text: in a flex container (a chip), every
+    // piece would otherwise become a flex item of its own.
+    e.classList.add("capped");
+    var val = el("span", "val", text.slice(0, INLINE_CHARS));
+    e.appendChild(val);
+    var btn = el("button", "show-all", "\u2026 show all \u00b7 " + plural(text.length, "char"));
+    btn.type = "button";
+    btn.title = "Show the whole value";
+    btn.addEventListener("click", function (ev) {
+      ev.stopPropagation();
+      ev.preventDefault();
+      val.textContent = "";
+      btn.remove();
+      e.classList.remove("capped");
+      e.classList.add("shown-all");
+      appendPieces(val, text);
+    });
+    e.appendChild(btn);
+    return e;
+  }
 
   // ---- pairing: each tool result is drawn under the call it answers -------
 
@@ -191,7 +256,7 @@
 
   function appendHighlighted(parent, text) {
     if (!state.re || !text) {
-      parent.appendChild(document.createTextNode(text));
+      appendPieces(parent, text);
       return;
     }
     var re = state.re;
@@ -199,11 +264,11 @@
     var last = 0, m, guard = 0;
     while ((m = re.exec(text)) !== null && guard++ < 5000) {
       if (m[0] === "") { re.lastIndex++; continue; }
-      if (m.index > last) parent.appendChild(document.createTextNode(text.slice(last, m.index)));
+      if (m.index > last) appendPieces(parent, text.slice(last, m.index));
       parent.appendChild(el("mark", null, m[0]));
       last = m.index + m[0].length;
     }
-    if (last < text.length) parent.appendChild(document.createTextNode(text.slice(last)));
+    if (last < text.length) appendPieces(parent, text.slice(last));
   }
 
   function previewCut(text) {
@@ -239,10 +304,22 @@
     var hidden = text.length - cut;
     var hiddenLines = countLines(text, cut) - 1;
     var expanded = state.expandAll === true || matches(text.slice(Math.max(0, cut - state.query.length)));
+    var all = false;  // past EXPANDED_CHARS, drawn only on request
+    var allBtn = null;
     function paint() {
       body.textContent = "";
+      if (allBtn) { allBtn.remove(); allBtn = null; }
       if (expanded) {
-        appendHighlighted(body, text);
+        if (all || text.length <= EXPANDED_CHARS) {
+          appendHighlighted(body, text);
+        } else {
+          appendHighlighted(body, text.slice(0, EXPANDED_CHARS));
+          body.appendChild(el("span", "ellipsis", " \u2026"));
+          allBtn = el("button", "more-btn show-all", "Show all \u00b7 " + plural(text.length - EXPANDED_CHARS, "more char"));
+          allBtn.type = "button";
+          allBtn.addEventListener("click", function () { all = true; paint(); });
+          wrap.insertBefore(allBtn, btn);
+        }
         btn.textContent = "Show less";
       } else {
         appendHighlighted(body, text.slice(0, cut));
@@ -253,8 +330,8 @@
     }
     btn.addEventListener("click", function () { expanded = !expanded; paint(); });
     expanders.push(function (v) { if (expanded !== v) { expanded = v; paint(); } });
-    paint();
     wrap.appendChild(btn);
+    paint();
     return wrap;
   }
 
@@ -280,8 +357,8 @@
     var head = el("div", "head");
     head.appendChild(el("span", "role", ROLES[role] || (role ? role : "no role")));
     if (typeof m.model === "string" && m.model) {
-      var mo = el("span", "model", m.model);
-      mo.title = "model: " + m.model;
+      var mo = inline("span", "model", m.model);
+      mo.title = "model: " + clip(m.model, TITLE_CHARS);
       head.appendChild(mo);
     }
     if (isObject(m.usage)) head.appendChild(usageChip(m.usage));
@@ -330,8 +407,8 @@
     var box = el("div", "call");
     var head = el("div", "call-head");
     head.appendChild(el("span", "icon", "\u0192"));
-    head.appendChild(el("span", "fn", callName(c) || "(unnamed tool)"));
-    if (c.tc.id !== undefined) head.appendChild(el("span", "callid", str(c.tc.id)));
+    head.appendChild(inline("span", "fn", callName(c) || "(unnamed tool)"));
+    if (c.tc.id !== undefined) head.appendChild(inline("span", "callid", str(c.tc.id)));
     box.appendChild(head);
     var pa = prettyArgs(callArgs(c));
     var args = el("div", "args");
@@ -361,9 +438,9 @@
     var extra = [];
     if (it.orphan) {
       var b = el("span", "badge warn", "no matching call");
-      b.title = "toolCallId " + str(m.toolCallId) + " does not answer an earlier tool call";
+      b.title = "toolCallId " + clip(str(m.toolCallId), TITLE_CHARS) + " does not answer an earlier tool call";
       extra.push(b);
-      if (m.toolCallId !== undefined) extra.push(el("span", "callid", str(m.toolCallId)));
+      if (m.toolCallId !== undefined) extra.push(inline("span", "callid", str(m.toolCallId)));
       if (isError(str(m.content))) extra.push(el("span", "badge error", "error"));
     }
     art.appendChild(renderHead(m, it.i, role, extra));
@@ -579,21 +656,21 @@
     var eyebrow = el("div", "eyebrow");
     eyebrow.appendChild(el("span", "brand", "Session trace"));
     if (header.harness !== undefined) {
-      var hv = el("span", "chip harness", str(header.harness));
+      var hv = inline("span", "chip harness", str(header.harness));
       hv.title = "harness";
       eyebrow.appendChild(hv);
     }
     if (typeof source.file === "string") {
-      var f = el("span", "chip", source.file);
+      var f = inline("span", "chip", source.file);
       f.title = "trace file";
       eyebrow.appendChild(f);
     }
     box.appendChild(eyebrow);
     var name = header.name;
     var title = name !== undefined && str(name) !== "" ? str(name) : null;
-    var h1 = el("h1", title ? null : "untitled", title || "Untitled session");
+    var h1 = inline("h1", title ? null : "untitled", title || "Untitled session");
     box.appendChild(h1);
-    document.title = (title || str(header.id) || "Session") + " \u00b7 ststrace";
+    document.title = clip(title || str(header.id) || "Session", INLINE_CHARS) + " \u00b7 ststrace";
 
     var stats = el("div", "stats");
     function stat(k, v, cls, small) {
@@ -611,17 +688,18 @@
     stat("Errors", nf.format(errors), errors ? "bad" : null).title = "tool results starting with \u201cError:\u201d";
     if (firstTs !== null && lastTs !== null) stat("Duration", fmtDuration(lastTs - firstTs));
     if (models.size) {
-      var names = Array.from(models.keys());
-      stat(models.size === 1 ? "Model" : "Models", names.join(", "), null, true);
+      var names = Array.from(models.keys()).map(function (n) { return clip(n, INLINE_CHARS); });
+      var shown = names.slice(0, 12).join(", ") + (names.length > 12 ? ", \u2026 " + nf.format(names.length - 12) + " more" : "");
+      stat(models.size === 1 ? "Model" : "Models", shown, null, true);
     }
     usageStats(stat);
     box.appendChild(stats);
 
     var dl = el("dl", "meta");
     function row(k, v, mono) {
-      dl.appendChild(el("dt", null, k));
+      dl.appendChild(inline("dt", null, k));
       var dd = el("dd", mono ? "mono" : null);
-      if (typeof v === "string") dd.textContent = v; else dd.appendChild(v);
+      if (typeof v === "string") dd.appendChild(inline("span", null, v)); else dd.appendChild(v);
       dl.appendChild(dd);
     }
     if (header.id !== undefined) row("id", str(header.id), true);

@@ -145,3 +145,28 @@ def test_opening_on_a_full_disk_raises_and_leaves_no_file(tiny_fs: Path) -> None
     with Session(tiny_fs, id="nohead") as s:
         s.user("now it works")
     assert read(s.path).messages[0]["content"] == "now it works"
+
+
+@pytest.mark.allow_internal_errors
+@pytest.mark.parametrize("pad", [100, 3000], ids=["short-lines", "long-lines"])
+def test_close_on_a_full_disk_leaves_whole_lines(tiny_fs: Path, pad: int) -> None:
+    """Issue 13 #15: the last write on a full disk is usually short, cutting a line.
+    close() cuts that line back off: the file validates, reads strictly, and is
+    no longer taken for a file still being written (upload and sync skip those)."""
+    from ststrace._hub import is_open
+
+    s = Session(tiny_fs, id="torn", flush_interval=3600).open()
+    fill(tiny_fs)
+    for i in range(400):
+        s.user(f"{i}:" + "t" * pad)
+    with pytest.raises(WriteError) as info:
+        s.close()
+    lost = info.value.lost
+    assert lost > 0
+    assert s.path.read_bytes().endswith(b"\n")
+    assert [p for p in validate(s.path) if p.severity == "error"] == []
+    assert not is_open(s.path)
+    written = read(s.path).messages  # strict: no torn line
+    assert len(written) + lost == 400
+    assert indices(s.path) == list(range(len(written)))
+    assert s.stats()["bytes"] == s.path.stat().st_size

@@ -8,6 +8,8 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
+
 from ststrace import read, validate
 
 
@@ -244,3 +246,59 @@ def test_exit_after_worker_threads_left_sessions_open(scripts, tmp_path: Path) -
     assert out.returncode == 0, out.stderr
     for i in range(40):
         assert contents(tmp_path / f"ep{i}.jsonl") == [f"{i}:{j}" for j in range(50)]
+
+
+CTRL_C_DURING_CLOSE = """
+import os, signal, sys, threading, time
+from ststrace import Session
+
+d, n, caught, op = sys.argv[1], int(sys.argv[2]), sys.argv[3] == "caught", sys.argv[4]
+s = Session(d + "/big.jsonl", flush_interval=3600, buffer_size=1 << 30, max_buffer=1 << 30).open()
+for i in range(n):
+    s.user(f"{i}:" + "r" * 80)
+stats = s.stats()
+assert stats["bytes"] < 1000, stats  # all of it still buffered: close() writes it
+go = threading.Event()
+
+def ctrl_c():
+    go.wait()
+    time.sleep(0.005)
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=ctrl_c, daemon=True).start()
+try:
+    go.set()
+    s.close() if op == "close" else s.flush()
+    print("not interrupted", flush=True)
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    if not caught:
+        raise
+# Whatever close() had not done, close_all (atexit) finishes.
+print("lost", s.stats()["lost"], flush=True)
+if op == "flush":
+    s.user(f"{n}:after")
+    s.close()
+"""
+
+
+@pytest.mark.parametrize("op", ["close", "flush"])
+@pytest.mark.parametrize("caught", ["caught", "uncaught"])
+def test_ctrl_c_during_close_loses_nothing(scripts, tmp_path: Path, caught: str, op: str) -> None:  # type: ignore[no-untyped-def]
+    """Issue 13 #13: Ctrl-C while close() (or flush()) writes 400,000 buffered
+    records: every record is on disk or counted lost (here: none lost), in
+    order, and the file ends in whole lines, whether the program catches the
+    KeyboardInterrupt or dies of it."""
+    n = 400_000
+    out = scripts.run(CTRL_C_DURING_CLOSE, str(tmp_path), str(n), caught, op, timeout=120)
+    assert "interrupted" in out.stdout.split("\n")[0], out.stdout + out.stderr[-2000:]
+    assert out.stdout.startswith("interrupted"), "the signal came too late to test anything: " + out.stdout
+    if caught == "caught":
+        assert out.returncode == 0, out.stderr[-2000:]
+    else:
+        assert "KeyboardInterrupt" in out.stderr and out.returncode != 0
+    path = tmp_path / "big.jsonl"
+    assert path.read_bytes().endswith(b"\n")
+    got = [int(c.split(":")[0]) for c in contents(path)]
+    assert got == list(range(n + (op == "flush" and caught == "caught")))
+    assert_clean(path)
