@@ -38,7 +38,7 @@ from typing import Any
 
 import orjson
 
-from ._limits import bytes_placeholder, scrub_encoded, scrub_media
+from ._limits import MIN_INLINE_BASE64, bytes_placeholder, scrub_encoded, scrub_media
 
 MAX_DEPTH = 64
 NUMPY_MAX_ITEMS = 1000
@@ -270,9 +270,11 @@ def json_text(value: Any) -> str:
         out = orjson.dumps(value, default=_default)
     except Exception:
         out = dumps(value)
-    if len(out) < _MIN_MEDIA_JSON:
-        # Too short to hold a data URL or an inline base64 block: the common
-        # case of small tool arguments and results skips the media scan.
+    n = len(out)
+    if n < _MIN_MEDIA_JSON or (n < MIN_INLINE_BASE64 and b";" not in out):
+        # Too short to hold a data URL (or short, and no ";" for one) or an
+        # inline base64 block: the common case of small tool arguments and
+        # results skips the media scan.
         return out.decode("utf-8")
     try:
         out, structural = scrub_encoded(out)

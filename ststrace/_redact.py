@@ -234,6 +234,9 @@ def _any_gate(text: str) -> bool:
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
 assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz")
 
+#: Every group's gate: the built-in shapes find nothing in text holding none of these.
+GATES: tuple[str, ...] = tuple(dict.fromkeys(g for grp in _GROUPS for g in grp.gate))
+
 #: Every built-in kind, for documentation and tests.
 KINDS: tuple[str, ...] = tuple(
     dict.fromkeys(rule.kind for g in _GROUPS for _, rules in g.branches.values() for rule in rules)
@@ -359,6 +362,20 @@ class Redactor:
     @property
     def literal_count(self) -> int:
         return len(self._literals)
+
+    def screen_terms(self) -> tuple[str, ...] | None:
+        """Strings of which at least one occurs in every text :meth:`find`
+        finds something in; ``None`` when there is no such list (a user regex
+        may match anything). Hot paths test ``term in text`` for each (memchr
+        speed) and skip :meth:`find` when none occurs: keep this in step with
+        :meth:`find` (tests/test_guard_screen.py checks it on every positive
+        sample of tests/test_redact.py)."""
+        if self._custom:
+            return None
+        terms = [lit for lit, _ in self._literals]
+        if self._builtin:
+            terms.extend(GATES)
+        return tuple(dict.fromkeys(terms))
 
     def find(self, text: str) -> list[Span]:
         """Secrets in *text* as ``(kind, start, end)``, sorted and non-overlapping."""

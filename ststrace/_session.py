@@ -407,6 +407,15 @@ class Session:
     # -- recording API ----------------------------------------------------------
 
     def _emit(self, msg: dict[str, Any]) -> None:
+        """Guard, encode and buffer *msg*."""
+        guard = self._guard
+        if guard is not None:
+            msg = guard.message(msg)
+        self._write(msg)
+
+    def _write(self, msg: dict[str, Any]) -> None:
+        """Encode and buffer *msg*, which has been through the guard already.
+        Every record passes here."""
         writer = self._writer
         if writer is None:
             if self.disabled:
@@ -418,9 +427,6 @@ class Session:
             self._open_file()
             writer = self._writer
             assert writer is not None
-        guard = self._guard
-        if guard is not None:
-            msg = guard.message(msg)
         try:
             body = _orjson_dumps(msg)
         except Exception:  # odd values: the encoder's fallbacks never fail
@@ -431,7 +437,14 @@ class Session:
         """Record a user turn."""
         msg = _records.simple("user", content)
         self._direct.append(msg)
-        self._emit(msg)
+        # The guard's message() inlined for the one field there is.
+        guard = self._guard
+        if guard is not None:
+            text = msg["content"]
+            if len(text) >= guard._short and guard.screen(text):
+                self._emit(msg)
+                return
+        self._write(msg)
 
     def system(self, content: Any) -> None:
         """Record a system prompt."""
@@ -520,8 +533,19 @@ class Session:
         *call_id* keeps an id the caller already has (one bound with
         ``tool_call_id`` for a model call this session never saw)."""
         call_id = call_id or new_tool_call_id()
-        self._emit(_records.single_call(call_id, name, arguments))
+        # The guard's message() inlined for the one field that can need it.
+        guard = self._guard
+        if guard is not None and len(arguments) >= guard._short and guard.screen_args(arguments):
+            arguments = guard.arguments(arguments)
+        self._write(_records.single_call(call_id, name, arguments))
         return call_id
+
+    def _tool_result(self, call_id: str, content: str) -> None:
+        """Record the result of a @tool call (*content* is text already)."""
+        guard = self._guard
+        if guard is not None and len(content) >= guard._short and guard.screen(content):
+            content = guard.text(content)
+        self._write(_records.tool_result(call_id, content))
 
     def _record_inputs(self, messages: list[dict[str, Any]], stateful: str | None = None) -> None:
         """Record the user/system/tool messages of a model call's conversation
