@@ -8,6 +8,7 @@ import importlib
 import importlib.util
 import os
 import threading
+import time
 from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
@@ -23,6 +24,8 @@ from ._guard import make_guard
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
 from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_append
+
+_time_ns = time.time_ns
 
 #: Tool calls still waiting for a result; oldest dropped past this many so a
 #: run of millions of unanswered calls cannot grow memory without bound.
@@ -163,6 +166,8 @@ class Session:
         self.id: str = id if id is not None else new_session_id()
         self.path: Path = self._resolve_path(path)
         self._guard = None if self.disabled else make_guard(redact, max_field_chars)
+        # The guard's screen, kept here for s.user(): one attribute fewer to fetch.
+        self._screen = None if self._guard is None else self._guard.screen
         self._writer: Writer | None = None
         self._tokens: list[Any] = []
         self._state_lock = threading.Lock()
@@ -428,23 +433,31 @@ class Session:
             writer = self._writer
             assert writer is not None
         try:
-            body = _orjson_dumps(msg)
+            line = b'{"type":"message","message":' + _orjson_dumps(msg) + b"}\n"
         except Exception:  # odd values: the encoder's fallbacks never fail
-            body = dumps(msg)
-        writer.append(b'{"type":"message","message":' + body + b"}\n")
+            line = b'{"type":"message","message":' + dumps(msg) + b"}\n"
+        writer.append(line)
 
     def user(self, content: Any) -> None:
         """Record a user turn."""
-        msg = _records.simple("user", content)
+        # The hottest direct call: _records.simple and _emit written out, the
+        # guard's message() cut to the one field there is.
+        text = content if type(content) is str else content_text(content)
+        msg = {"role": "user", "content": text, "timestamp": _time_ns() // 1_000_000}
         self._direct.append(msg)
-        # The guard's message() inlined for the one field there is.
-        guard = self._guard
-        if guard is not None:
-            text = msg["content"]
-            if len(text) >= guard._short and guard.screen(text):
-                self._emit(msg)
-                return
-        self._write(msg)
+        screen = self._screen
+        if screen is not None and screen(text):
+            self._emit(msg)
+            return
+        writer = self._writer
+        if writer is None:
+            self._write(msg)
+            return
+        try:
+            line = b'{"type":"message","message":' + _orjson_dumps(msg) + b"}\n"
+        except Exception:
+            line = b'{"type":"message","message":' + dumps(msg) + b"}\n"
+        writer.append(line)
 
     def system(self, content: Any) -> None:
         """Record a system prompt."""
