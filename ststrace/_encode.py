@@ -28,11 +28,10 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import datetime
-import decimal
 import enum
-import fractions
 import math
 import pathlib
+import sys
 import uuid
 from typing import Any
 
@@ -108,7 +107,7 @@ def _convert(obj: Any) -> Any:
         return obj.isoformat()
     if isinstance(obj, uuid.UUID):
         return str(obj)
-    if isinstance(obj, (decimal.Decimal, fractions.Fraction, complex, pathlib.PurePath)):
+    if isinstance(obj, (complex, pathlib.PurePath)) or _is_number_class(obj):
         return str(obj)
     if isinstance(obj, float):  # float subclasses orjson refuses
         return float(obj)
@@ -131,6 +130,17 @@ def _convert(obj: Any) -> Any:
     if callable(to_dict):
         return to_dict()
     return _safe_repr(obj)
+
+
+def _is_number_class(obj: Any) -> bool:
+    """A ``Decimal`` or ``Fraction``. Looked up in ``sys.modules`` rather than
+    imported: an instance can only exist once its module is, and importing
+    both would add milliseconds to ``import ststrace``."""
+    for module, name in (("decimal", "Decimal"), ("fractions", "Fraction")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(obj, cls):
+            return True
+    return False
 
 
 def _default(obj: Any) -> Any:
