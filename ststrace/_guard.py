@@ -22,6 +22,7 @@ written unredacted (fail closed), and the error is logged.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import threading
@@ -73,12 +74,7 @@ class MessageGuard:
         # is (it fits, holds no ";" of a data URL and none of the redactor's
         # screen terms); screen_args the same for tool-call arguments, where a
         # JSON escape could also hide a secret. Hot paths call them first.
-        base: tuple[str, ...] = (";",) if self._media else ()
-        found = redactor.screen_terms() if redactor is not None else ()
-        terms = None if found is None else base + found
-        self.screen = _make_screen(terms, self._cap)
-        args_terms = terms if terms is None or redactor is None else terms + ("\\",)
-        self.screen_args = _make_screen(args_terms, self._cap)
+        self.screen, self.screen_args = _screens(redactor, self._cap, self._media)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         self._lock = threading.Lock()
@@ -369,13 +365,26 @@ class MessageGuard:
                 self.counts[kind] = self.counts.get(kind, 0) + n
 
 
+@functools.lru_cache(maxsize=32)
+def _screens(redactor: Redactor | None, cap: int, media: bool) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+    """(screen, screen_args) for a guard; cached, as sessions share the default redactor."""
+    base: tuple[str, ...] = (";",) if media else ()
+    found = redactor.screen_terms() if redactor is not None else ()
+    terms = None if found is None else base + found
+    args_terms = terms if terms is None or redactor is None else terms + ("\\",)
+    return _make_screen(terms, cap), _make_screen(args_terms, cap)
+
+
+@functools.lru_cache(maxsize=32)
 def _make_screen(terms: tuple[str, ...] | None, cap: int) -> Callable[[str], bool]:
     """``screen(text)``: whether *text* is longer than *cap* or holds one of *terms*.
 
     Generated as one ``or`` chain of ``in`` tests (terms passed as default
     arguments, never as source text): each is a memchr-speed C scan, and the
     chain costs one Python call, several times less than a regex character
-    class on text longer than a few dozen characters.
+    class on text longer than a few dozen characters. Cached: sessions that
+    share the default redactor share its screens (compiling one costs
+    tens of microseconds, too much for every ``Session()``).
     """
     if terms is None:
         return _always

@@ -17,7 +17,7 @@ from typing import Any, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _records, _registry, _signals
+from . import _context, _files, _records, _registry, _signals
 from ._encode import content_text, dumps
 from ._errors import WriteError, logger
 from ._guard import make_guard
@@ -31,8 +31,30 @@ _time_ns = time.time_ns
 #: run of millions of unanswered calls cannot grow memory without bound.
 MAX_PENDING = 10_000
 
+def _getenv(name: str) -> str | None:
+    """``os.environ.get(name)`` for names ststrace reads on every ``Session()``.
+
+    On POSIX ``os.environ`` keeps the encoded environment in a plain dict that
+    ``os.environ[...] = ...`` and ``del`` keep current: one lookup there costs
+    a tenth of the ``Mapping.get`` path (key encoding, ``__getitem__``, a
+    ``KeyError`` when unset), which adds up when a loop opens thousands of
+    sessions at once.
+    """
+    data = getattr(os.environ, "_data", None)
+    if type(data) is dict and os.name == "posix":
+        try:
+            raw = data.get(_ENV_KEYS[name])
+        except KeyError:
+            return os.environ.get(name)
+        return None if raw is None else os.environ.decodevalue(raw)  # type: ignore[attr-defined]
+    return os.environ.get(name)
+
+
+_ENV_KEYS = {name: os.fsencode(name) for name in ("STSTRACE_DISABLED", "STSTRACE_HARNESS", "STSTRACE_DIR")}
+
+
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class _Pending:
@@ -144,7 +166,7 @@ class Session:
             check_id(id)
         if name is not None and not isinstance(name, str):
             raise ValueError(f"name must be a string, not {type(name).__name__}")
-        harness = harness if harness is not None else os.environ.get("STSTRACE_HARNESS") or "ststrace"
+        harness = harness if harness is not None else _getenv("STSTRACE_HARNESS") or "ststrace"
         if not isinstance(harness, str) or not harness:
             raise ValueError("harness must be a non-empty string")
         if flush_interval <= 0:
@@ -164,7 +186,12 @@ class Session:
         self._max_buffer = max_buffer
         self._given_id = id
         self.id: str = id if id is not None else new_session_id()
-        self.path: Path = self._resolve_path(path)
+        # The Path is built when first needed (pathlib parsing costs several
+        # microseconds, paid off the event loop when `async with` opens the
+        # file); the environment is read now, as it always was.
+        self._path_arg: str | os.PathLike[str] = os.fspath(path) if path is not None else (_getenv("STSTRACE_DIR") or "traces")
+        self._path_is_dir = path is None
+        self._path: Path | None = None
         self._guard = None if self.disabled else make_guard(redact, max_field_chars)
         # The guard's screen, kept here for s.user(): one attribute fewer to fetch.
         self._screen = None if self._guard is None else self._guard.screen
@@ -186,14 +213,14 @@ class Session:
 
     # -- path and file ----------------------------------------------------
 
-    def _resolve_path(self, path: str | os.PathLike[str] | None) -> Path:
+    @property
+    def path(self) -> Path:
+        """The trace file: the ``path`` given if it ends in ``.jsonl``, else ``<path or $STSTRACE_DIR or traces>/<id>.jsonl``."""
+        path = self._path
         if path is None:
-            base = Path(os.environ.get("STSTRACE_DIR") or "traces")
-            return base / f"{self.id}.jsonl"
-        p = Path(path)
-        if p.suffix == ".jsonl":
-            return p
-        return p / f"{self.id}.jsonl"
+            p = Path(self._path_arg)
+            path = self._path = p if not self._path_is_dir and p.suffix == ".jsonl" else p / f"{self.id}.jsonl"
+        return path
 
     def _open_file(self) -> None:
         if self._writer is not None or self._closed:
@@ -317,7 +344,7 @@ class Session:
 
     async def aclose(self) -> None:
         self._restore_context()
-        err = await asyncio.to_thread(self._close_file)
+        err = await _files.run(self._close_file)
         if err is not None:
             raise err
 
@@ -366,9 +393,14 @@ class Session:
                 raise err
 
     async def __aenter__(self) -> Session:
-        # File creation happens off the event loop thread; the context
-        # variable must be set here, in the task that entered the block.
-        await asyncio.to_thread(self._open_file)
+        # File creation happens off the event loop thread, batched with other
+        # sessions opened at the same time (see _files); the context variable
+        # must be set here, in the task that entered the block.
+        if self._writer is None and not self._closed and not self.disabled:
+            # A task cancelled while its file is created leaves no open session behind.
+            await _files.run(self._open_file, on_cancel=self._close_file)
+        else:
+            self._open_file()  # open already, disabled, or closed (which raises)
         if not self.disabled:
             _signals.install()  # _open_file ran off the main thread, where it cannot
             self._tokens.append(_context.current.set(self))
@@ -378,7 +410,7 @@ class Session:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._restore_context()
-        err = await asyncio.to_thread(self._close_file)
+        err = await _files.run(self._close_file)
         if err is not None:
             if exc is not None:
                 logger.error("%s", err)
