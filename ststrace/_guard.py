@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import threading
 from typing import Any, Callable
 
 import orjson
 
 from ._encode import dumps
+from ._env import getenv
 from ._errors import internal_error
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
 from ._redact import MAX_SECRET_CHARS, Redactor, apply, default_redactor, marker
@@ -427,7 +427,7 @@ def _no_constant(name: str) -> None:
 
 
 def _env_off() -> bool:
-    return os.environ.get("STSTRACE_REDACT", "").strip().lower() in ("0", "false", "no", "off")
+    return (getenv("STSTRACE_REDACT") or "").strip().lower() in ("0", "false", "no", "off")
 
 
 def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000) -> MessageGuard | None:

@@ -20,6 +20,7 @@ from orjson import dumps as _orjson_dumps
 from . import _context, _files, _records, _registry, _signals
 from ._encode import content_text, dumps
 from ._errors import WriteError, logger
+from ._env import getenv as _getenv
 from ._guard import make_guard
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
@@ -30,28 +31,6 @@ _time_ns = time.time_ns
 #: Tool calls still waiting for a result; oldest dropped past this many so a
 #: run of millions of unanswered calls cannot grow memory without bound.
 MAX_PENDING = 10_000
-
-def _getenv(name: str) -> str | None:
-    """``os.environ.get(name)`` for names ststrace reads on every ``Session()``.
-
-    On POSIX ``os.environ`` keeps the encoded environment in a plain dict that
-    ``os.environ[...] = ...`` and ``del`` keep current: one lookup there costs
-    a tenth of the ``Mapping.get`` path (key encoding, ``__getitem__``, a
-    ``KeyError`` when unset), which adds up when a loop opens thousands of
-    sessions at once.
-    """
-    data = getattr(os.environ, "_data", None)
-    if type(data) is dict and os.name == "posix":
-        try:
-            raw = data.get(_ENV_KEYS[name])
-        except KeyError:
-            return os.environ.get(name)
-        return None if raw is None else os.environ.decodevalue(raw)  # type: ignore[attr-defined]
-    return os.environ.get(name)
-
-
-_ENV_KEYS = {name: os.fsencode(name) for name in ("STSTRACE_DISABLED", "STSTRACE_HARNESS", "STSTRACE_DIR")}
-
 
 def _env_flag(name: str) -> bool:
     return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")

@@ -144,3 +144,21 @@ def test_workers_after_fork_start_empty(tmp_path: Path) -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert _lines(tmp_path / "child.jsonl")[1]["message"]["content"] == "child.jsonl"
+
+
+def test_environment_is_read_as_it_is_now(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast environment reads see variables set, changed and deleted after import."""
+    from ststrace._env import getenv
+
+    monkeypatch.setenv("STSTRACE_HARNESS", "h1")
+    assert Session(tmp_path / "a.jsonl").harness == "h1" and getenv("STSTRACE_HARNESS") == "h1"
+    monkeypatch.setenv("STSTRACE_HARNESS", "h\u00e9")
+    assert Session(tmp_path / "b.jsonl").harness == "h\u00e9"
+    monkeypatch.delenv("STSTRACE_HARNESS")
+    assert Session(tmp_path / "c.jsonl").harness == "ststrace" and getenv("STSTRACE_HARNESS") is None
+    monkeypatch.setenv("STSTRACE_DIR", str(tmp_path / "here"))
+    assert Session(id="x").path == tmp_path / "here" / "x.jsonl"
+    monkeypatch.setenv("STSTRACE_REDACT", "off")
+    s = Session(tmp_path / "d.jsonl")
+    assert s._guard is not None and s._guard.redactor is None
+    assert getenv("SOME_OTHER_VARIABLE_NOT_LISTED") == os.environ.get("SOME_OTHER_VARIABLE_NOT_LISTED")
