@@ -12,7 +12,7 @@ import time
 from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 from orjson import dumps as _orjson_dumps
@@ -175,6 +175,7 @@ class Session:
         # The guard's screen, kept here for s.user(): one attribute fewer to fetch.
         self._screen = None if self._guard is None else self._guard.screen
         self._writer: Writer | None = None
+        self._append: Callable[[bytes], bool] | None = None  # the writer's append, once open
         self._tokens: list[Any] = []
         self._state_lock = threading.Lock()
         # OrderedDict: evicting the oldest of a plain dict (next(iter(d)) after
@@ -249,6 +250,7 @@ class Session:
         )
         if header_line:
             self._writer.bytes_written += len(header_line)
+        self._append = self._writer.append
         _registry.register(self)
         _signals.install()  # a no-op once installed, or off the main thread
 
@@ -460,15 +462,15 @@ class Session:
         if screen is not None and screen(text):
             self._emit(msg)
             return
-        writer = self._writer
-        if writer is None:
+        append = self._append
+        if append is None:
             self._write(msg)
             return
         try:
             line = b'{"type":"message","message":' + _orjson_dumps(msg) + b"}\n"
         except Exception:
             line = b'{"type":"message","message":' + dumps(msg) + b"}\n"
-        writer.append(line)
+        append(line)
 
     def system(self, content: Any) -> None:
         """Record a system prompt."""
