@@ -36,7 +36,10 @@ _Job = tuple[Callable[[], Any], "asyncio.AbstractEventLoop | None", "asyncio.Fut
 
 class _Workers:
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # The lock guards the queue (taken as a plain lock on the loop thread:
+        # Condition.__enter__ is a Python-level call); workers wait on the condition.
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
         self._jobs: deque[_Job] = deque()
         self._threads = 0
         self._idle = 0
@@ -50,7 +53,7 @@ class _Workers:
         worker afterwards (to undo what *fn* did for a caller that gave up)."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        with self._cond:
+        with self._lock:
             self._jobs.append((fn, loop, fut, on_cancel))
             if loop in self._kicks:
                 return fut
@@ -59,14 +62,14 @@ class _Workers:
         return fut
 
     def _kick(self, loop: asyncio.AbstractEventLoop) -> None:
-        with self._cond:
+        with self._lock:
             self._kicks.discard(loop)
             new = self._wake_locked()
         self._start(new)
 
     def _background(self, fn: Callable[[], Any]) -> None:
         """Queue *fn* with nobody waiting for it."""
-        with self._cond:
+        with self._lock:
             self._jobs.append((fn, None, None, None))
             new = self._wake_locked()
         self._start(new)

@@ -209,13 +209,20 @@ class Session:
             return
         if self.disabled:
             return
-        _make_private_dirs(self.path.parent)
+        if self.resume:
+            _make_private_dirs(self.path.parent)
         if self.resume and (self.path.exists() or self.path.is_symlink()):
             fd = self._open_for_resume()
             header_line = b""
         else:
             try:
-                fd = create_exclusive(self.path)
+                try:
+                    fd = create_exclusive(self.path)
+                except FileNotFoundError:
+                    # A missing directory: made only then, so opening
+                    # thousands of sessions in one directory costs no stat walk each.
+                    _make_private_dirs(self.path.parent)
+                    fd = create_exclusive(self.path)
             except FileExistsError:
                 raise FileExistsError(
                     f"{self.path} already exists; ststrace never overwrites a trace "
