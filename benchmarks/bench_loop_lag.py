@@ -68,15 +68,21 @@ TEXT = "tool output: 42 rows, the first is {'id': 1, 'name': 'Ada'}"
 PHASES = ("opening", "recording", "closing")
 
 
-async def ticker(stop: asyncio.Event, lags: list[tuple[float, float]]) -> None:
-    """Appends (wake-up time, lateness) for every 1 ms tick."""
+async def ticker(stop: asyncio.Event, lags: list[tuple[float, float]], cpu: list[float]) -> None:
+    """Appends (wake-up time, lateness) for every 1 ms tick, and to *cpu* the
+    loop thread's CPU time since the previous tick (how much of a late tick
+    was the loop's own work, rather than waiting for the GIL or a CPU)."""
     loop = asyncio.get_running_loop()
     period = 0.001
+    last_cpu = time.thread_time()
     while not stop.is_set():
         due = loop.time() + period
         await asyncio.sleep(period)
         now = loop.time()
+        now_cpu = time.thread_time()
         lags.append((now, now - due))
+        cpu.append(now_cpu - last_cpu)
+        last_cpu = now_cpu
 
 
 class Gate:
@@ -136,7 +142,8 @@ async def measure(
     stop = asyncio.Event()
     gates = Gates(tasks)
     lags: list[tuple[float, float]] = []
-    tick = asyncio.create_task(ticker(stop, lags))
+    cpu: list[float] = []
+    tick = asyncio.create_task(ticker(stop, lags, cpu))
     await asyncio.sleep(0.02)
     t0 = loop.time()
     episodes = asyncio.gather(*(episode(i, messages, out, gates, pace) for i in range(tasks)))
@@ -160,7 +167,15 @@ async def measure(
     # A tick belongs to the phase it was due in (a tick late because of the
     # work at the start of a phase counts for that phase).
     phases = {name: [lag for t, lag in lags if a < t - lag <= b] for name, (a, b) in bounds.items()}
+    a, b = bounds["recording"]
+    worst = max(((lag, c) for (t, lag), c in zip(lags, cpu) if a < t - lag <= b), default=(0.0, 0.0))
+    global worst_recording_cpu
+    worst_recording_cpu = worst[1]
     return phases, t2 - t1, written / max(written + buffered, 1)
+
+
+#: The loop thread's CPU time within the worst tick of the last recording phase measured.
+worst_recording_cpu = 0.0
 
 
 def stats(lags: list[float]) -> tuple[float, float, float, float]:
@@ -219,6 +234,7 @@ def run_mode(tasks: int, messages: int, runs: int, pace_ms: float) -> tuple[list
         for phase in PHASES:
             print(line(f"{phase}, baseline", base[phase]))
             print(line(f"{phase}, ststrace", rec[phase]))
+        print(f"    (the worst recording tick held {worst_recording_cpu * 1000:.2f} ms of loop-thread CPU time)")
         r, b = stats(rec["recording"]), stats(base["recording"])
         worsts.append((r[0], b[0]))
         p99s.append((r[2], b[2]))
