@@ -234,8 +234,27 @@ def _any_gate(text: str) -> bool:
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
 assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz")
 
-#: Every group's gate: the built-in shapes find nothing in text holding none of these.
-GATES: tuple[str, ...] = tuple(dict.fromkeys(g for grp in _GROUPS for g in grp.gate))
+def _leading_literal(rx: re.Pattern[str]) -> str | None:
+    """The character every match of *rx* starts with, if its pattern says so plainly."""
+    p = rx.pattern
+    if not p or rx.flags & re.IGNORECASE or not (p[0].isalnum() or p[0] in "-_") or p[1:2] in ("?", "*", "+", "{"):
+        return None
+    return p[0]
+
+
+#: Characters of which one occurs in any text the built-in shapes find
+#: something in: per group, the first character of its anchor (every
+#: candidate is an anchor match) when there is one, else the group's gates.
+#: One term per group keeps the screens of hot paths short.
+def _screen_gates() -> tuple[str, ...]:
+    terms: list[str] = []
+    for grp in _GROUPS:
+        lead = _leading_literal(grp.anchor)
+        terms.extend((lead,) if lead is not None else grp.gate)
+    return tuple(dict.fromkeys(terms))
+
+
+GATES: tuple[str, ...] = _screen_gates()
 
 #: Every built-in kind, for documentation and tests.
 KINDS: tuple[str, ...] = tuple(

@@ -168,7 +168,9 @@ class Session:
         # The Path is built when first needed (pathlib parsing costs several
         # microseconds, paid off the event loop when `async with` opens the
         # file); the environment is read now, as it always was.
-        self._path_arg: str | os.PathLike[str] = os.fspath(path) if path is not None else (_getenv("STSTRACE_DIR") or "traces")
+        self._path_arg: str | os.PathLike[str] = (
+            os.fspath(path) if path is not None else (_getenv("STSTRACE_DIR") or "traces")
+        )
         self._path_is_dir = path is None
         self._path: Path | None = None
         self._guard = None if self.disabled else make_guard(redact, max_field_chars)
