@@ -469,8 +469,11 @@ class Session:
         self._direct.append(msg)
         screen = self._screen
         if screen is not None and screen(text):
-            self._emit(msg)
-            return
+            assert self._guard is not None
+            new = self._guard.text(text)
+            if new is not text:
+                # _direct keeps the message as given: model inputs are matched against it.
+                msg = {"role": "user", "content": new, "timestamp": msg["timestamp"]}
         append = self._append
         if append is None:
             self._write(msg)

@@ -124,3 +124,23 @@ def test_tool_and_user_fast_paths_write_what_the_guard_would(tmp_path: Path) -> 
     assert msgs[3]["content"] == "results for weather in Paris"
     assert orjson.loads(msgs[4]["toolCalls"][0]["function"]["arguments"]) == {"query": "[REDACTED:openai_key]"}  # type: ignore[index]
     assert msgs[5]["content"] == "results for [REDACTED:openai_key]"
+
+
+def test_redacted_user_turn_is_still_matched_against_model_inputs(tmp_path: Path) -> None:
+    """A user turn with a secret, recorded with s.user(), is written redacted and
+    not written a second time when the model call's input resends it."""
+    from ststrace import llm
+
+    key = "sk-" + "proj-" + "".join(_rng.choice(string.ascii_letters + string.digits) for _ in range(60))
+    turn = f"use the key {key} please"
+
+    @llm
+    def model(messages: list[dict[str, str]]) -> dict[str, str]:
+        return {"role": "assistant", "content": "done"}
+
+    path = tmp_path / "t.jsonl"
+    with Session(path) as s:
+        s.user(turn)
+        model(messages=[{"role": "user", "content": turn}])
+    msgs = _lines(path)
+    assert [(m["role"], m["content"]) for m in msgs] == [("user", "use the key [REDACTED:openai_key] please"), ("assistant", "done")]
