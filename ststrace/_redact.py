@@ -235,10 +235,34 @@ def _any_gate(text: str) -> bool:
 assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz")
 
 def _leading_literal(rx: re.Pattern[str]) -> str | None:
-    """The character every match of *rx* starts with, if its pattern says so plainly."""
+    """The character every match of *rx* starts with, if its pattern says so
+    plainly: a letter, digit, ``-`` or ``_`` first, no quantifier on it, no
+    case folding, and no ``|`` outside parentheses (``a|b`` need not start with a)."""
     p = rx.pattern
-    if not p or rx.flags & re.IGNORECASE or not (p[0].isalnum() or p[0] in "-_") or p[1:2] in ("?", "*", "+", "{"):
+    if not p or rx.flags & (re.IGNORECASE | re.VERBOSE) or not (p[0].isalnum() or p[0] in "-_"):
         return None
+    if p[1:2] in ("?", "*", "+", "{"):
+        return None
+    depth = 0
+    i = 0
+    while i < len(p):
+        c = p[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class: skip to its closing bracket ("[]" or "[^]" start it literally)
+            i += 2 if p[i + 1 : i + 2] in ("]", "^") else 1
+            if p[i - 1] == "^" and p[i : i + 1] == "]":
+                i += 1
+            while i < len(p) and p[i] != "]":
+                i += 2 if p[i] == "\\" else 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return None
+        i += 1
     return p[0]
 
 

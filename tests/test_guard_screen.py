@@ -11,6 +11,7 @@ paths that use the screens write what the full guard would.
 from __future__ import annotations
 
 import random
+import re
 import string
 from pathlib import Path
 
@@ -144,3 +145,27 @@ def test_redacted_user_turn_is_still_matched_against_model_inputs(tmp_path: Path
         model(messages=[{"role": "user", "content": turn}])
     msgs = _lines(path)
     assert [(m["role"], m["content"]) for m in msgs] == [("user", "use the key [REDACTED:openai_key] please"), ("assistant", "done")]
+
+
+@pytest.mark.parametrize(
+    "pattern, flags, lead",
+    [
+        (r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>))", 0, "A"),
+        (r"-(?:(?<=sk-)(?P<sk>)|(?=----BEGIN)(?P<pem>))", 0, "-"),
+        (r"sk|xox", 0, None),  # a match need not start with s
+        (r"s[|]k", 0, "s"),
+        (r"s\|k", 0, "s"),
+        (r"a?b", 0, None),
+        (r"a{0,2}b", 0, None),
+        (r"[ab]c", 0, None),
+        (r"(?i)abc", 0, None),
+        (r"abc", re.IGNORECASE, None),
+        (r"\dabc", 0, None),
+        (r"a(b|c)|d", 0, None),
+    ],
+)
+def test_leading_literal_is_only_taken_when_every_match_starts_with_it(pattern: str, flags: int, lead: str | None) -> None:
+    """A group's screen term is its anchor's first character only when no match can start elsewhere."""
+    from ststrace._redact import _leading_literal
+
+    assert _leading_literal(re.compile(pattern, flags)) == lead
