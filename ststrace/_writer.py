@@ -49,10 +49,11 @@ _LEND_STEP = 32 * 1024
 # fresh ones; joining them in the recording thread instead was measured to
 # lengthen the loop's own stalls more than it saved.)
 _SLICE_BYTES = 1 << 18
+_SLICE_SECONDS = 0.0005
+
 # A closed writer's _limit: below any _size, which racing appends can leave
 # negative for a moment (the writer subtracts what it wrote).
 _CLOSED = -(1 << 62)
-_SLICE_SECONDS = 0.0005
 
 
 class _Slice:
