@@ -45,7 +45,7 @@ from _harness import machine_line, target_line  # noqa: E402
 from ststrace import Session  # noqa: E402
 
 
-async def phase(n: int, directory: Path | None, tick: bool) -> dict[str, float]:
+async def phase(n: int, directory: Path | None, tick: bool, given_ids: bool = True) -> dict[str, float]:
     """Open *n* sessions in one iteration (or, with *directory* None, the
     baseline), wait until all tasks are inside, then let them all leave.
 
@@ -81,7 +81,7 @@ async def phase(n: int, directory: Path | None, tick: bool) -> dict[str, float]:
                 all_inside.set()
             await leave.wait()
             return
-        async with Session(directory, id=f"s{i}"):
+        async with Session(directory, id=f"s{i}") if given_ids else Session(directory):
             inside += 1
             if inside == n:
                 all_inside.set()
@@ -118,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=5000)
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--generated-ids", action="store_true", help="let every Session() generate its id (+~1 us each)")
     args = parser.parse_args(argv)
     n = args.sessions
     print(machine_line())
@@ -128,11 +129,11 @@ def main(argv: list[str] | None = None) -> int:
         base_cpu = asyncio.run(phase(n, None, tick=False))
         base = asyncio.run(phase(n, None, tick=True))
         with tempfile.TemporaryDirectory() as d:
-            cpu_run = asyncio.run(phase(n, Path(d), tick=False))
+            cpu_run = asyncio.run(phase(n, Path(d), tick=False, given_ids=not args.generated_ids))
             files = len(os.listdir(d))
         assert files == n, files
         with tempfile.TemporaryDirectory() as d:
-            res: dict[str, Any] = asyncio.run(phase(n, Path(d), tick=True))
+            res: dict[str, Any] = asyncio.run(phase(n, Path(d), tick=True, given_ids=not args.generated_ids))
         cost = (cpu_run["cpu"] - base_cpu["cpu"]) / n * 1e6
         costs.append(cost)
         worsts.append(res["open_worst"])
