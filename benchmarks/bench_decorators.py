@@ -1,165 +1,266 @@
-"""Cost of a decorated no-op ``@tool`` call, against what it cannot avoid.
+"""Cost of a decorated ``@tool`` call against the hand-written floor (issue 16, target 1).
 
-Run: ``python benchmarks/bench_decorators.py [--number N] [--repeat R]``
+Run: ``python benchmarks/bench_decorators.py [--number N] [--repeat R] [--profile]``
 
-In one process it times, per call of ``f(x) -> x``:
+Two argument shapes, each as a plain ``def`` and as an ``async def``:
 
-- ``bare``: a ``wrapt.FunctionWrapper`` whose wrapper just calls through;
-- ``no session``: ``@tool`` with no current session (target: <= 1.5x bare);
-- ``floor``: the same recording work done by hand -- two STS envelopes
-  (assistant call with a fresh id and the arguments as JSON text, then the
-  tool result), ms timestamps, ``orjson.dumps`` of the arguments and of each
-  envelope, appended to a list;
-- ``session``: ``@tool`` inside a ``Session`` -- two lines written per call
-  (nobody asked for the call, so ststrace records the call, then the result)
-  -- with the default guard (redaction + caps), with ``redact=False`` (caps
-  only) and with no guard at all (target: <= 2.5x floor).
+- ``kwargs``: ``search(query="weather in Paris", units="metric", limit=3)``
+  returning a short string (the arguments recorded are
+  ``{"query": "weather in Paris", "units": "metric", "limit": 3}``);
+- ``int``: ``f(i)`` returning ``i``.
 
-Timings use ``time.perf_counter_ns``, best of R repeats of N calls, so a busy
-machine distorts them less. ``--profile`` prints a cProfile of the session path.
+The **floor** is the least a JSONL tracer built on wrapt must do per call,
+written by hand for that one function: a ``wrapt.FunctionWrapper`` whose
+wrapper builds the assistant message holding the call (a fresh id, the
+arguments as JSON text, a ms timestamp) and the tool message holding the
+result, ``orjson.dumps`` of each envelope into a buffer that is written to
+the file every 64 KiB (async: the result is recorded in a coroutine that
+awaits the call, as ststrace does). ``@tool`` runs inside a ``Session`` with
+its defaults (redaction and size caps on; the background flusher writes).
+Each run ends by writing out what is buffered (no fsync on either side).
+
+Target: ``@tool`` in a session <= 2.0x the floor, for all four cases, on
+both the wall and the process CPU time. Printed beside: ``redact=False``,
+and ``@tool`` with no session against a bare wrapt wrapper (<= 1.5x).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import cProfile
-import gc
 import itertools
 import os
 import pstats
 import sys
 import tempfile
 import time
+from pathlib import Path
 from typing import Any, Callable
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
 
 import orjson  # noqa: E402
 import wrapt  # noqa: E402
+from _harness import BLOCK, Run, best_of, machine_line, ratio, target  # noqa: E402
 
 from ststrace import Session, tool  # noqa: E402
+
+KWARGS = {"query": "weather in Paris", "units": "metric", "limit": 3}
+RESULT = "Paris: 18 C, light rain, wind 12 km/h"
+
+
+def search(query: str, units: str = "metric", limit: int = 5) -> str:
+    return RESULT
+
+
+async def asearch(query: str, units: str = "metric", limit: int = 5) -> str:
+    return RESULT
 
 
 def f(x: int) -> int:
     return x
 
 
-def _passthrough(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-    return wrapped(*args, **kwargs)
+async def af(x: int) -> int:
+    return x
 
-
-bare = wrapt.FunctionWrapper(f, _passthrough)
-traced = tool(f)
 
 _ids = itertools.count(1)
 _prefix = os.urandom(6).hex()
 
 
-def make_floor(buf: list[bytes]) -> Callable[[int], int]:
-    def floor(x: int) -> int:
+class FloorFile:
+    """The floor's buffer: a bytearray written to the file every 64 KiB."""
+
+    def __init__(self, path: Path) -> None:
+        self.file = open(path, "wb", buffering=0)
+        self.buf = bytearray()
+
+    def add(self, line: bytes) -> None:
+        buf = self.buf
+        buf += line
+        if len(buf) >= BLOCK:
+            self.file.write(buf)
+            self.buf = bytearray()
+
+    def write_out(self) -> None:
+        if self.buf:
+            self.file.write(self.buf)
+            self.buf = bytearray()
+
+
+def floor_tool(fn: Any, name: str, arguments: Callable[[Any, Any], Any], out: FloorFile) -> Any:
+    """*fn* wrapped by hand, recording exactly what @tool records."""
+    dumps, now, add = orjson.dumps, time.time_ns, out.add
+
+    def record_call(args: Any, kwargs: Any) -> str:
         call_id = f"call_{_prefix}{next(_ids):06x}"
-        arguments = orjson.dumps({"x": x}).decode()
-        call = {
+        msg = {
             "role": "assistant",
             "content": "",
-            "toolCalls": [{"id": call_id, "function": {"name": "f", "arguments": arguments}}],
-            "timestamp": time.time_ns() // 1_000_000,
+            "toolCalls": [{"id": call_id, "function": {"name": name, "arguments": dumps(arguments(args, kwargs)).decode()}}],
+            "timestamp": now() // 1_000_000,
         }
-        buf.append(orjson.dumps({"type": "message", "message": call}) + b"\n")
-        result = f(x)
-        answer = {
-            "role": "tool",
-            "content": orjson.dumps(result).decode(),
-            "toolCallId": call_id,
-            "timestamp": time.time_ns() // 1_000_000,
-        }
-        buf.append(orjson.dumps({"type": "message", "message": answer}) + b"\n")
+        add(dumps({"type": "message", "message": msg}) + b"\n")
+        return call_id
+
+    def record_result(call_id: str, result: Any) -> None:
+        content = result if type(result) is str else dumps(result).decode()
+        msg = {"role": "tool", "content": content, "toolCallId": call_id, "timestamp": now() // 1_000_000}
+        add(dumps({"type": "message", "message": msg}) + b"\n")
+
+    if asyncio.iscoroutinefunction(fn):
+
+        async def finish(coro: Any, call_id: str) -> Any:
+            result = await coro
+            record_result(call_id, result)
+            return result
+
+        def awrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+            coro = wrapped(*args, **kwargs)
+            return finish(coro, record_call(args, kwargs))
+
+        return wrapt.FunctionWrapper(fn, awrapper)
+
+    def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+        call_id = record_call(args, kwargs)
+        result = wrapped(*args, **kwargs)
+        record_result(call_id, result)
         return result
 
-    return floor
+    return wrapt.FunctionWrapper(fn, wrapper)
 
 
-def best_ns(fn: Callable[[int], Any], number: int, repeat: int) -> tuple[float, float]:
-    """Best per-call (wall, thread CPU) time in ns over *repeat* runs of *number* calls.
-
-    Wall time (``perf_counter_ns``) is the figure; thread CPU time is printed
-    beside it because on a loaded machine a long run is often descheduled.
-    """
-    rng = range(number)
-    best_wall = best_cpu = float("inf")
-    for _ in range(repeat):
-        gc.collect()
-        cpu = time.thread_time_ns()
-        start = time.perf_counter_ns()
-        for i in rng:
-            fn(i)
-        end = time.perf_counter_ns()
-        cpu = time.thread_time_ns() - cpu
-        best_wall = min(best_wall, (end - start) / number)
-        best_cpu = min(best_cpu, cpu / number)
-    return best_wall, best_cpu
+def _passthrough(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
+    return wrapped(*args, **kwargs)
 
 
-def in_session(tmp: str, name: str, number: int, repeat: int, **kwargs: Any) -> tuple[float, float]:
-    # A long flush interval and a large buffer keep the background flusher
-    # (real disk writes) out of the timed loop as far as possible; it still
-    # runs when the buffer fills.
-    with Session(os.path.join(tmp, f"{name}.jsonl"), flush_interval=3600, buffer_size=1 << 26, **kwargs):
-        return best_ns(traced, number, repeat)
+def caller(fn: Any, shape: str, is_async: bool, finish: Callable[[], Any]) -> Run:
+    """``run(n)``: *n* calls of *fn* with the shape's arguments, then *finish*."""
+    if is_async:
+        loop = asyncio.new_event_loop()
+
+        async def drive(n: int) -> None:
+            if shape == "kwargs":
+                for _ in range(n):
+                    await fn(query="weather in Paris", units="metric", limit=3)
+            else:
+                for i in range(n):
+                    await fn(i)
+
+        def run_async(n: int) -> None:
+            loop.run_until_complete(drive(n))
+            finish()
+
+        return run_async
+
+    def run(n: int) -> None:
+        if shape == "kwargs":
+            for _ in range(n):
+                fn(query="weather in Paris", units="metric", limit=3)
+        else:
+            for i in range(n):
+                fn(i)
+        finish()
+
+    return run
 
 
-def profile_session(tmp: str, number: int, **kwargs: Any) -> None:
-    with Session(os.path.join(tmp, "profile.jsonl"), flush_interval=3600, buffer_size=1 << 26, **kwargs):
-        prof = cProfile.Profile()
-        prof.enable()
-        for i in range(number):
-            traced(i)
-        prof.disable()
-    pstats.Stats(prof).sort_stats("tottime").print_stats(18)
+def _write_out(session: Session) -> Callable[[], Any]:
+    def finish() -> None:
+        writer = session._writer
+        if writer is not None:
+            writer.write_out()
+
+    return finish
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--number", type=int, default=500, help="calls per repeat")
-    parser.add_argument("--repeat", type=int, default=200, help="repeats; the best is kept")
-    parser.add_argument("--profile", action="store_true", help="print a cProfile of the session path")
+    parser.add_argument("--number", type=int, default=2000, help="calls per run")
+    parser.add_argument("--repeat", type=int, default=40, help="runs per case; the best is kept")
+    parser.add_argument("--profile", action="store_true", help="print a cProfile of the kwargs case in a session")
     args = parser.parse_args(argv)
     n, r = args.number, args.repeat
+    print(machine_line())
+    print(f"{n} calls per run, best of {r} alternating runs; per call, wall (process CPU):")
 
-    buf: list[bytes] = []
-    t_plain = best_ns(f, n, r)
-    t_bare = best_ns(bare, n, r)
-    t_nosession = best_ns(traced, n, r)
-    t_floor = best_ns(make_floor(buf), n, r)
-    with tempfile.TemporaryDirectory() as tmp:
-        t_default = in_session(tmp, "default", n, r)
-        t_noredact = in_session(tmp, "noredact", n, r, redact=False)
-        t_noguard = in_session(tmp, "noguard", n, r, redact=False, max_field_chars=0)
+    functions = {
+        ("kwargs", False): (search, lambda a, k: dict(k)),
+        ("kwargs", True): (asearch, lambda a, k: dict(k)),
+        ("int", False): (f, lambda a, k: {"x": a[0]}),
+        ("int", True): (af, lambda a, k: {"x": a[0]}),
+    }
+    all_met = True
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        for (shape, is_async), (fn, arguments) in functions.items():
+            label = f"{'async def' if is_async else 'def'}, {shape}"
+            slug = f"{shape}-{'async' if is_async else 'sync'}"
+            floor_out = FloorFile(tmp / f"floor-{slug}.jsonl")
+            traced = tool(fn)
+            default = Session(tmp / f"default-{slug}.jsonl").open()
+            default._restore_context()  # open, not current: each run makes it current
+            noredact = Session(tmp / f"noredact-{slug}.jsonl", redact=False).open()
+            noredact._restore_context()
+
+            def in_session(session: Session) -> Run:
+                inner = caller(traced, shape, is_async, _write_out(session))
+
+                def run(k: int) -> None:
+                    token = _context_set(session)
+                    try:
+                        inner(k)
+                    finally:
+                        _context_reset(token)
+
+                return run
+
+            cases: dict[str, Run] = {
+                "floor": caller(floor_tool(fn, fn.__name__, arguments, floor_out), shape, is_async, floor_out.write_out),
+                "default": in_session(default),
+                "redact=False": in_session(noredact),
+            }
+            if not is_async and shape == "int":
+                cases["bare wrapt"] = caller(wrapt.FunctionWrapper(fn, _passthrough), shape, False, lambda: None)
+                cases["no session"] = caller(traced, shape, False, lambda: None)
+            t = best_of(cases, n, r)
+            default.close()
+            noredact.close()
+            floor_out.write_out()
+            print(f"  {label}:")
+            for name, (wall, cpu) in t.items():
+                print(f"    {name:14s} {wall:7.0f} ns  ({cpu:7.0f} ns)")
+            rr = ratio(t["redact=False"], t["floor"])
+            print(f"    redact=False / floor: {rr[0]:.2f}x wall, {rr[1]:.2f}x CPU")
+            all_met &= target("1", f"@tool in a session / floor, {label}", ratio(t["default"], t["floor"]), 2.0)
+            if "no session" in t:
+                target("1b", "@tool with no session / bare wrapt wrapper", ratio(t["no session"], t["bare wrapt"]), 1.5)
         if args.profile:
-            profile_session(tmp, n)
-
-    print(f"calls per repeat: {n}, repeats: {r} (best kept); per call, wall (thread CPU):")
-    rows = [
-        ("plain function", t_plain),
-        ("bare wrapt wrapper", t_bare),
-        ("@tool, no session", t_nosession),
-        ("floor (by hand)", t_floor),
-        ("@tool, session, default guard", t_default),
-        ("@tool, session, redact=False", t_noredact),
-        ("@tool, session, no guard", t_noguard),
-    ]
-    for label, (wall, cpu) in rows:
-        print(f"  {label:32s} {wall:9.0f} ns  ({cpu:6.0f} ns)")
-
-    def ratio(a: tuple[float, float], b: tuple[float, float]) -> str:
-        return f"{a[0] / b[0]:5.2f}x  ({a[1] / b[1]:4.2f}x)"
-
-    print("ratios, wall (thread CPU):")
-    print(f"  no session / bare wrapt            {ratio(t_nosession, t_bare)}  target <= 1.5x")
-    print(f"  session (default) / floor          {ratio(t_default, t_floor)}  target <= 2.5x")
-    print(f"  session (redact=False) / floor     {ratio(t_noredact, t_floor)}")
-    print(f"  session (no guard) / floor         {ratio(t_noguard, t_floor)}")
+            traced = tool(search)
+            with Session(tmp / "profile.jsonl"):
+                prof = cProfile.Profile()
+                prof.enable()
+                for _ in range(n * 10):
+                    traced(query="weather in Paris", units="metric", limit=3)
+                prof.disable()
+            pstats.Stats(prof).sort_stats("tottime").print_stats(18)
     return 0
+
+
+def _context_set(session: Session) -> Any:
+    from ststrace._context import current
+
+    return current.set(session)
+
+
+def _context_reset(token: Any) -> None:
+    from ststrace._context import current
+
+    current.reset(token)
 
 
 if __name__ == "__main__":

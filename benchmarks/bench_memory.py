@@ -27,7 +27,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from _harness import target_line  # noqa: E402
 
 from ststrace import Session  # noqa: E402
 
@@ -109,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"  peak RSS {peak:.1f} MiB; growth from the first sample to the last: {end - first:+.1f} MiB")
     print(f"  pending tool calls at the end: {stats['pending_tool_calls']} (capped), lost: {stats['lost']}")
     print(f"  flat: {'OK' if end - first < 16 else 'NO'} (target: no growth with the message count)")
+    target_line("mem", f"RSS growth over {total:,} messages in one session", f"{end - first:+.1f} MiB", "flat (< 16 MiB)", end - first < 16)
     sys.stdout.flush()
     # ru_maxrss is a high-water mark for the whole process: measure in a fresh one.
     return subprocess.call([sys.executable, __file__, "--big-buffer", "600000"])

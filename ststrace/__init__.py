@@ -1,24 +1,72 @@
 """ststrace: drop-in tracing for Python agents, written as Hugging Face
-Session Trace Simple Format (STS) JSONL files."""
+Session Trace Simple Format (STS) JSONL files.
+
+Recording (``Session``, ``@tool``, ``@llm``, ``instrument``) is imported with
+the package. Reading, validating, converting and uploading traces are
+imported on first use (module ``__getattr__``), as are the command line and
+the viewer: ``import ststrace`` stays cheap for the program being traced.
+"""
 
 from __future__ import annotations
 
-from importlib.metadata import PackageNotFoundError, version
+from typing import TYPE_CHECKING, Any
 
 from ._context import current_session
-from ._convert import ConvertResult, convert, convert_file, detect, write_trace
 from ._decorators import ThreadPoolExecutor, llm, tool, tool_call_id
 from ._errors import InstrumentationError, StstraceError, TraceFormatError, WriteError
-from ._hub import UploadItem, flush_sync, sync, sync_in_background, upload
 from ._instrument import instrument, uninstrument
 from ._redact import Redactor
-from ._reader import Problem, Trace, iter_messages, read, validate
 from ._session import Session
 
-try:
-    __version__ = version("ststrace")
-except PackageNotFoundError:  # pragma: no cover - running from a source tree
-    __version__ = "0.0.0"
+if TYPE_CHECKING:
+    from ._convert import ConvertResult, convert, convert_file, detect, write_trace
+    from ._hub import UploadItem, flush_sync, sync, sync_in_background, upload
+    from ._reader import Problem, Trace, iter_messages, read, validate
+
+    __version__: str
+
+# Public name -> the private module that defines it, imported on first use.
+_LAZY: dict[str, str] = {
+    "ConvertResult": "._convert",
+    "convert": "._convert",
+    "convert_file": "._convert",
+    "detect": "._convert",
+    "write_trace": "._convert",
+    "UploadItem": "._hub",
+    "flush_sync": "._hub",
+    "sync": "._hub",
+    "sync_in_background": "._hub",
+    "upload": "._hub",
+    "Problem": "._reader",
+    "Trace": "._reader",
+    "iter_messages": "._reader",
+    "read": "._reader",
+    "validate": "._reader",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name == "__version__":
+        # importlib.metadata reads the installed distribution: tens of ms.
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            value: Any = version("ststrace")
+        except PackageNotFoundError:  # pragma: no cover - running from a source tree
+            value = "0.0.0"
+    elif name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value  # later lookups do not come back here
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
 
 __all__ = [
     "ConvertResult",

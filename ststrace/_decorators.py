@@ -81,11 +81,26 @@ class _Binder:
         # called that way, is such a classmethod.
         qualname = getattr(target, "__qualname__", "")
         self.cls_first = bool(self.names) and self.names[0] == "cls" and "." in qualname.rsplit("<locals>.", 1)[-1]
+        # Calls of a plain function (no instance) with a simple signature:
+        # bound without any of the checks below.
+        self.plain = self.simple and not self.cls_first
+        self.first = self.names[0] if self.names else ""
 
     def _names(self, instance: Any) -> list[str]:
         return self.names if instance is None or self.is_static else self.tail
 
     def bind(self, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+        if instance is None and self.plain:
+            if not args:
+                # wrapt's own dict for this call: read here, never changed.
+                return kwargs
+            if len(args) == 1:
+                bound = {self.first: args[0]}
+            else:
+                bound = dict(zip(self.names, args))
+            if kwargs:
+                bound.update(kwargs)
+            return bound
         if instance is None and self.cls_first and args and isinstance(args[0], type):
             instance, args = args[0], args[1:]
         if self.simple:
@@ -169,23 +184,35 @@ class _ToolCall:
         self.children: list[str] | None = None
 
     def finish(self, result: Any) -> None:
-        try:
-            content = content_text(result) if self.spec.capture_result else ""
-            if result is None and self.children:
-                # Nothing returned but sub-agents ran: point at their sessions.
-                # A result the user returned is never rewritten.
-                from ._subagents import mention
-
-                content = mention(self.children)
-            self.session._emit(_records.tool_result(self.call_id, content))
-        except Exception as exc:
-            internal_error(exc, f"@tool {self.spec.name}")
+        _finish_tool(self.spec, self.session, self.call_id, result, self.children)
 
     def fail(self, exc: BaseException) -> None:
-        try:
-            self.session._emit(_records.tool_result(self.call_id, _error_text(exc)))
-        except Exception as err:
-            internal_error(err, f"@tool {self.spec.name}")
+        _fail_tool(self.spec, self.session, self.call_id, exc)
+
+
+def _finish_tool(
+    spec: _ToolSpec, session: Session, call_id: str, result: Any, children: list[str] | None = None
+) -> None:
+    try:
+        if result is None and children:
+            # Nothing returned but sub-agents ran: point at their sessions.
+            # A result the user returned is never rewritten.
+            from ._subagents import mention
+
+            session._tool_result(call_id, mention(children))
+        elif spec.capture_result:
+            session._tool_result(call_id, result if type(result) is str else content_text(result))
+        else:
+            session._tool_result(call_id, "")
+    except Exception as exc:
+        internal_error(exc, f"@tool {spec.name}")
+
+
+def _fail_tool(spec: _ToolSpec, session: Session, call_id: str, exc: BaseException) -> None:
+    try:
+        session._tool_result(call_id, _error_text(exc))
+    except Exception as err:
+        internal_error(err, f"@tool {spec.name}")
 
 
 def _error_text(exc: BaseException) -> str:
@@ -229,18 +256,16 @@ def _take_bound(session: Session) -> tuple[str, bool] | None:
 
 def _begin_tool(
     spec: _ToolSpec, session: Session, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> _ToolCall | None:
+) -> str | None:
+    """The id of the tool call this call answers, or ``None`` if tracing failed."""
     try:
         if bound_tool_call_id.get() is not None:
             return _start_tool(spec, session, instance, args, kwargs, _take_bound(session))
-        # The common case, inline: no bound id.
-        bound_args = spec.binder.bind(instance, args, kwargs)
         if session._pending:
-            call_id = session._claim_tool_call(spec.name, _LazyCandidates(spec.binder, instance, bound_args))
-            if call_id is not None:
-                return _ToolCall(session, call_id, spec)
-        arguments = json_text(bound_args) if spec.capture_args else "{}"
-        return _ToolCall(session, session._tool_call_then_result(spec.name, arguments), spec)
+            return _start_tool(spec, session, instance, args, kwargs, None)
+        # The common case, inline: no bound id, no call waiting for a result.
+        arguments = json_text(spec.binder.bind(instance, args, kwargs)) if spec.capture_args else "{}"
+        return session._tool_call_then_result(spec.name, arguments)
     except Exception as exc:
         internal_error(exc, f"@tool {spec.name}")
         return None
@@ -253,26 +278,27 @@ def _start_tool(
     args: tuple[Any, ...],
     kwargs: dict[str, Any],
     bound: tuple[str, bool] | None,
-) -> _ToolCall:
-    """Pair this call with the tool call it answers (recording one if nobody asked)."""
+) -> str:
+    """Pair this call with the tool call it answers (recording one if nobody
+    asked); returns that call's id."""
     binder = spec.binder
     if bound is not None:
         bound_id, was_pending = bound
         if was_pending:
-            return _ToolCall(session, bound_id, spec)
+            return bound_id
         # A model call this session never recorded: keep the trace valid by
         # recording the call, with the caller's id, before the result.
         arguments = json_text(binder.bind(instance, args, kwargs)) if spec.capture_args else "{}"
-        return _ToolCall(session, session._tool_call_then_result(spec.name, arguments, bound_id), spec)
+        return session._tool_call_then_result(spec.name, arguments, bound_id)
     # Bound even with capture_args=False: the arguments still pick the right
     # pending call, they are just not written.
     bound_args = binder.bind(instance, args, kwargs)
     if session._pending:
         call_id = session._claim_tool_call(spec.name, _LazyCandidates(binder, instance, bound_args))
         if call_id is not None:
-            return _ToolCall(session, call_id, spec)
+            return call_id
     arguments = json_text(bound_args) if spec.capture_args else "{}"
-    return _ToolCall(session, session._tool_call_then_result(spec.name, arguments), spec)
+    return session._tool_call_then_result(spec.name, arguments)
 
 
 class _LazyCandidates:
@@ -312,7 +338,7 @@ def _tool_observer(
     kwargs: dict[str, Any],
     bound: tuple[str, bool] | None,
 ) -> _Observer:
-    return _ToolItems(_start_tool(spec, session, instance, args, kwargs, bound))
+    return _ToolItems(_ToolCall(session, _start_tool(spec, session, instance, args, kwargs, bound), spec))
 
 
 def _take_bound_safely(session: Session, spec: _ToolSpec) -> tuple[str, bool] | None:
@@ -333,19 +359,20 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             session = current.get()
             if session is None:
                 return wrapped(*args, **kwargs)
-            call = _begin_tool(spec, session, instance, args, kwargs)
-            if call is None:
+            call_id = _begin_tool(spec, session, instance, args, kwargs)
+            if call_id is None:
                 return wrapped(*args, **kwargs)
             # The running call, so a Session opened inside links to it (sub-agents).
+            call = _ToolCall(session, call_id, spec)
             scope = _enter_tool_scope(call)
             try:
                 result = wrapped(*args, **kwargs)
             except BaseException as exc:
                 _leave_tool_scope(scope)
-                call.fail(exc)
+                _fail_tool(spec, session, call_id, exc)
                 raise
             _leave_tool_scope(scope)
-            call.finish(result)
+            _finish_tool(spec, session, call_id, result, call.children)
             return result
 
     elif kind is _ASYNC:
@@ -357,10 +384,10 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             # Created first: wrong arguments raise here, before anything is
             # recorded, exactly as for the undecorated function.
             coro = wrapped(*args, **kwargs)
-            call = _begin_tool(spec, session, instance, args, kwargs)
-            if call is None:
+            call_id = _begin_tool(spec, session, instance, args, kwargs)
+            if call_id is None:
                 return coro
-            return _run_tool_async(coro, call)
+            return _run_tool_async(coro, spec, session, call_id)
 
     else:
         trace = _trace_gen if kind is _GEN else _trace_agen
@@ -381,16 +408,17 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
     return wrapt.FunctionWrapper(func, wrapper)
 
 
-async def _run_tool_async(coro: Any, call: _ToolCall) -> Any:
+async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str) -> Any:
+    call = _ToolCall(session, call_id, spec)
     scope = _enter_tool_scope(call)  # see the sync wrapper: sub-agent links
     try:
         result = await coro
     except BaseException as exc:
         _leave_tool_scope(scope)
-        call.fail(exc)
+        _fail_tool(spec, session, call_id, exc)
         raise
     _leave_tool_scope(scope)
-    call.finish(result)
+    _finish_tool(spec, session, call_id, result, call.children)
     return result
 
 

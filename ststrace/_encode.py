@@ -28,17 +28,16 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import datetime
-import decimal
 import enum
-import fractions
 import math
 import pathlib
+import sys
 import uuid
 from typing import Any
 
 import orjson
 
-from ._limits import bytes_placeholder, scrub_encoded, scrub_media
+from ._limits import MIN_INLINE_BASE64, bytes_placeholder, scrub_encoded, scrub_media
 
 MAX_DEPTH = 64
 NUMPY_MAX_ITEMS = 1000
@@ -108,7 +107,7 @@ def _convert(obj: Any) -> Any:
         return obj.isoformat()
     if isinstance(obj, uuid.UUID):
         return str(obj)
-    if isinstance(obj, (decimal.Decimal, fractions.Fraction, complex, pathlib.PurePath)):
+    if isinstance(obj, (complex, pathlib.PurePath)) or _is_number_class(obj):
         return str(obj)
     if isinstance(obj, float):  # float subclasses orjson refuses
         return float(obj)
@@ -131,6 +130,17 @@ def _convert(obj: Any) -> Any:
     if callable(to_dict):
         return to_dict()
     return _safe_repr(obj)
+
+
+def _is_number_class(obj: Any) -> bool:
+    """A ``Decimal`` or ``Fraction``. Looked up in ``sys.modules`` rather than
+    imported: an instance can only exist once its module is, and importing
+    both would add milliseconds to ``import ststrace``."""
+    for module, name in (("decimal", "Decimal"), ("fractions", "Fraction")):
+        cls = getattr(sys.modules.get(module), name, None)
+        if cls is not None and isinstance(obj, cls):
+            return True
+    return False
 
 
 def _default(obj: Any) -> Any:
@@ -270,9 +280,11 @@ def json_text(value: Any) -> str:
         out = orjson.dumps(value, default=_default)
     except Exception:
         out = dumps(value)
-    if len(out) < _MIN_MEDIA_JSON:
-        # Too short to hold a data URL or an inline base64 block: the common
-        # case of small tool arguments and results skips the media scan.
+    n = len(out)
+    if n < _MIN_MEDIA_JSON or (n < MIN_INLINE_BASE64 and b";" not in out):
+        # Too short to hold a data URL (or short, and no ";" for one) or an
+        # inline base64 block: the common case of small tool arguments and
+        # results skips the media scan.
         return out.decode("utf-8")
     try:
         out, structural = scrub_encoded(out)

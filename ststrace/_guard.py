@@ -28,6 +28,7 @@ written unredacted (fail closed), and the error is logged.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -35,12 +36,13 @@ import os
 import threading
 import weakref
 from bisect import bisect_right
-from typing import Any
+from typing import Any, Callable
 
 import orjson
 
 from . import _ids
 from ._encode import dumps
+from ._env import getenv
 from ._errors import internal_error
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
 from ._redact import MAX_SECRET_CHARS, Redactor, Span, _merge, apply, default_redactor, marker
@@ -89,6 +91,8 @@ class MessageGuard:
         "_clean_ids",
         "_names",
         "_ids",
+        "screen",
+        "screen_args",
         "__weakref__",
     )
 
@@ -109,6 +113,11 @@ class MessageGuard:
         if self._media:
             short = min(short, _MIN_DATA_URL)
         self._short = max(short, 1)
+        # screen(text) is False when the guard surely leaves a text field as it
+        # is (it fits, holds no ";" of a data URL and none of the redactor's
+        # screen terms); screen_args the same for tool-call arguments, where a
+        # JSON escape could also hide a secret. Hot paths call them first.
+        self.screen, self.screen_args = _screens(redactor, self._cap, self._media)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         # Reentrant: a signal handler may record while the main thread holds
@@ -138,14 +147,8 @@ class MessageGuard:
         value = msg.get("content")
         out = msg
         if isinstance(value, str) and len(value) >= short:
-            # The _field fast lane, inlined for the commonest field.
-            redactor = self.redactor
             try:
-                work = (
-                    len(value) > self._cap
-                    or (self._media and ";" in value and ";base64," in value)
-                    or (redactor is not None and bool(redactor.find(value)))
-                )
+                work = self.screen(value)
             except Exception:
                 work = True  # _field fails closed and reports it
             if work:
@@ -706,6 +709,45 @@ def _own_id(text: str) -> bool:
     return text.startswith("call_") and text[5:17] == _ids._prefix and len(text) <= 40
 
 
+@functools.lru_cache(maxsize=32)
+def _screens(redactor: Redactor | None, cap: int, media: bool) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
+    """(screen, screen_args) for a guard; cached, as sessions share the default redactor."""
+    base: tuple[str, ...] = (";",) if media else ()
+    found = redactor.screen_terms() if redactor is not None else ()
+    terms = None if found is None else base + found
+    # Redactor.find also looks behind JSON escapes (a "\\u0067hp_..." in any
+    # field reads as a token once decoded), so a backslash always needs a look.
+    if terms is not None and redactor is not None:
+        terms = terms + ("\\",)
+    return _make_screen(terms, cap), _make_screen(terms, cap)
+
+
+@functools.lru_cache(maxsize=32)
+def _make_screen(terms: tuple[str, ...] | None, cap: int) -> Callable[[str], bool]:
+    """``screen(text)``: whether *text* is longer than *cap* or holds one of *terms*.
+
+    Generated as one ``or`` chain of ``in`` tests (terms passed as default
+    arguments, never as source text): each is a memchr-speed C scan, and the
+    chain costs one Python call, several times less than a regex character
+    class on text longer than a few dozen characters. Cached: sessions that
+    share the default redactor share its screens (compiling one costs
+    tens of microseconds, too much for every ``Session()``).
+    """
+    if terms is None:
+        return _always
+    names = [f"_t{i}" for i in range(len(terms))]
+    params = "".join(f", {n}={n}" for n in names)
+    tests = "".join(f" or {n} in text" for n in names)
+    namespace: dict[str, Any] = dict(zip(names, terms))
+    exec(f"def screen(text{params}):\n    return len(text) > {int(cap)}{tests}\n", namespace)
+    screen: Callable[[str], bool] = namespace["screen"]
+    return screen
+
+
+def _always(text: str) -> bool:
+    return True
+
+
 def _add(into: dict[str, int], counts: dict[str, int]) -> None:
     for kind, n in counts.items():
         into[kind] = into.get(kind, 0) + n
@@ -732,7 +774,7 @@ def _no_constant(name: str) -> None:
 
 
 def _env_off() -> bool:
-    return os.environ.get("STSTRACE_REDACT", "").strip().lower() in ("0", "false", "no", "off")
+    return (getenv("STSTRACE_REDACT") or "").strip().lower() in ("0", "false", "no", "off")
 
 
 def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000) -> MessageGuard | None:

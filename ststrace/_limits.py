@@ -17,7 +17,6 @@ nothing to do: the common case is one ``in`` test.
 
 from __future__ import annotations
 
-import hashlib
 import re
 from typing import Any
 
@@ -47,6 +46,8 @@ def truncation_marker(dropped: int) -> str:
 
 def bytes_placeholder(data: bytes | bytearray | memoryview) -> str:
     """``"<bytes: N bytes, sha256 HEX>"``: the size and a fingerprint, never the data."""
+    import hashlib  # here: rarely needed, and ~3 ms to import
+
     try:
         view = memoryview(data)
         size = view.nbytes

@@ -357,6 +357,52 @@ def _any_gate(text: str) -> bool:
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
 assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz@")
 
+def _leading_literal(rx: re.Pattern[str]) -> str | None:
+    """The character every match of *rx* starts with, if its pattern says so
+    plainly: a letter, digit, ``-`` or ``_`` first, no quantifier on it, no
+    case folding, and no ``|`` outside parentheses (``a|b`` need not start with a)."""
+    p = rx.pattern
+    if not p or rx.flags & (re.IGNORECASE | re.VERBOSE) or not (p[0].isalnum() or p[0] in "-_"):
+        return None
+    if p[1:2] in ("?", "*", "+", "{"):
+        return None
+    depth = 0
+    i = 0
+    while i < len(p):
+        c = p[i]
+        if c == "\\":
+            i += 2
+            continue
+        if c == "[":  # a class: skip to its closing bracket ("[]" or "[^]" start it literally)
+            i += 2 if p[i + 1 : i + 2] in ("]", "^") else 1
+            if p[i - 1] == "^" and p[i : i + 1] == "]":
+                i += 1
+            while i < len(p) and p[i] != "]":
+                i += 2 if p[i] == "\\" else 1
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        elif c == "|" and depth == 0:
+            return None
+        i += 1
+    return p[0]
+
+
+#: Characters of which one occurs in any text the built-in shapes find
+#: something in: per group, the first character of its anchor (every
+#: candidate is an anchor match) when there is one, else the group's gates.
+#: One term per group keeps the screens of hot paths short.
+def _screen_gates() -> tuple[str, ...]:
+    terms: list[str] = []
+    for grp in _GROUPS:
+        lead = _leading_literal(grp.anchor)
+        terms.extend((lead,) if lead is not None else grp.gate)
+    return tuple(dict.fromkeys(terms))
+
+
+GATES: tuple[str, ...] = _screen_gates()
+
 #: Every built-in kind, for documentation and tests.
 KINDS: tuple[str, ...] = tuple(
     dict.fromkeys(rule.kind for g in _GROUPS for _, rules in g.branches.values() for rule in rules)
@@ -498,6 +544,20 @@ class Redactor:
     @property
     def literal_count(self) -> int:
         return len(self._literals)
+
+    def screen_terms(self) -> tuple[str, ...] | None:
+        """Strings of which at least one occurs in every text :meth:`find`
+        finds something in; ``None`` when there is no such list (a user regex
+        may match anything). Hot paths test ``term in text`` for each (memchr
+        speed) and skip :meth:`find` when none occurs: keep this in step with
+        :meth:`find` (tests/test_guard_screen.py checks it on every positive
+        sample of tests/test_redact.py)."""
+        if self._custom:
+            return None
+        terms = [lit for lit, _ in self._literals]
+        if self._builtin:
+            terms.extend(GATES)
+        return tuple(dict.fromkeys(terms))
 
     def find(self, text: str) -> list[Span]:
         """Secrets in *text* as ``(kind, start, end)``, sorted and non-overlapping.

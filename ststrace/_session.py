@@ -8,29 +8,33 @@ import importlib
 import importlib.util
 import os
 import threading
+import time
 import weakref
 from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _ids, _records, _registry, _signals, _subagents
+from . import _context, _files, _ids, _records, _registry, _signals, _subagents
 from ._encode import content_text, dumps
-from ._errors import WriteError, logger
+from ._errors import WriteError, internal_error, logger
+from ._env import getenv as _getenv
 from ._guard import make_guard
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
 from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_resume
+
+_time_ns = time.time_ns
 
 #: Tool calls still waiting for a result; oldest dropped past this many so a
 #: run of millions of unanswered calls cannot grow memory without bound.
 MAX_PENDING = 10_000
 
 def _env_flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+    return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class _Pending:
@@ -145,7 +149,7 @@ class Session:
             check_id(id)
         if name is not None and not isinstance(name, str):
             raise ValueError(f"name must be a string, not {type(name).__name__}")
-        harness = harness if harness is not None else os.environ.get("STSTRACE_HARNESS") or "ststrace"
+        harness = harness if harness is not None else _getenv("STSTRACE_HARNESS") or "ststrace"
         if not isinstance(harness, str) or not harness:
             raise ValueError("harness must be a non-empty string")
         if flush_interval <= 0:
@@ -169,12 +173,25 @@ class Session:
         self._prices = _check_prices(prices)
         self._parent = _subagents.check_parent(parent)
         self._usage_total: dict[str, Any] = {}
+        self._links: dict[str, str] | None = None  # sub-agent header links, when taken before opening
         self.id: str = id if id is not None else new_session_id()
-        self._path: Path = self._resolve_path(path)
+        # The Path is built when first needed (pathlib parsing costs several
+        # microseconds, paid off the event loop when `async with` opens the
+        # file); the environment is read now, as it always was.
+        self._path_arg: str | os.PathLike[str] = (
+            os.fspath(path) if path is not None else (_getenv("STSTRACE_DIR") or "traces")
+        )
+        self._path_is_dir = path is None
+        if path is not None:
+            _check_path(self._path_arg)
+        self._path_cache: Path | None = None
         if self.disabled:
             _note_disabled()
         self._guard = None if self.disabled else make_guard(redact, max_field_chars)
+        # The guard's screen, kept here for s.user(): one attribute fewer to fetch.
+        self._screen = None if self._guard is None else self._guard.screen
         self._writer: Writer | None = None
+        self._append: Callable[[bytes], bool] | None = None  # the writer's append, once open
         self._tokens: list[Any] = []
         # Reentrant, and every section under it tolerates a nested one: a
         # signal handler may record on the main thread while it is held.
@@ -200,25 +217,20 @@ class Session:
 
     # -- path and file ----------------------------------------------------
 
-    def _resolve_path(self, path: str | os.PathLike[str] | None) -> Path:
-        if path is None:
-            base = Path(os.environ.get("STSTRACE_DIR") or "traces")
-            return base / f"{self.id}.jsonl"
-        p = Path(path)
-        if p.suffix == ".jsonl":
-            return p
-        if p.suffix and not p.is_dir():
-            # "trace.json" would silently become a directory of that name.
-            raise ValueError(
-                f"Session path {os.fspath(path)!r}: give a directory (the file is named after the session id) "
-                f"or a file ending in .jsonl, such as {os.fspath(p.with_suffix('.jsonl'))!r}"
-            )
-        return p / f"{self.id}.jsonl"
-
     @property
     def path(self) -> Path | None:
-        """The trace file, or ``None`` when tracing is off (``STSTRACE_DISABLED=1``)."""
-        return None if self.disabled else self._path
+        """The trace file: the ``path`` given if it ends in ``.jsonl``, else
+        ``<path or $STSTRACE_DIR or traces>/<id>.jsonl``; ``None`` when tracing
+        is off (``STSTRACE_DISABLED=1``)."""
+        return None if self.disabled else self._trace_path
+
+    @property
+    def _trace_path(self) -> Path:
+        path = self._path_cache
+        if path is None:
+            p = Path(self._path_arg)
+            path = self._path_cache = p if not self._path_is_dir and p.suffix == ".jsonl" else p / f"{self.id}.jsonl"
+        return path
 
     def _open_file(self) -> None:
         if self._writer is not None or self._closed:
@@ -227,21 +239,29 @@ class Session:
             return
         if self.disabled:
             return
-        _make_private_dirs(self._path.parent)
-        if self.resume and (self._path.exists() or self._path.is_symlink()):
+        if self.resume:
+            _make_private_dirs(self._trace_path.parent)
+        if self.resume and (self._trace_path.exists() or self._trace_path.is_symlink()):
             fd = self._open_for_resume()
             header_line = b""
         else:
             try:
-                fd = create_exclusive(self._path)
+                try:
+                    fd = create_exclusive(self._trace_path)
+                except FileNotFoundError:
+                    # A missing directory: made only then, so opening
+                    # thousands of sessions in one directory costs no stat walk each.
+                    _make_private_dirs(self._trace_path.parent)
+                    fd = create_exclusive(self._trace_path)
             except FileExistsError:
                 raise FileExistsError(
-                    f"{self._path} already exists; ststrace never overwrites a trace "
+                    f"{self._trace_path} already exists; ststrace never overwrites a trace "
                     "(pass resume=True to append to it, or choose another path or id)"
                 ) from None
             header = _records.header(self.harness, self.id, self.name, self.metadata)
             # A sub-agent: link to the session (and tool call) it was opened in.
-            for key, value in _subagents.links_for(self, self._parent).items():
+            links = self._links if self._links is not None else _subagents.links_for(self, self._parent)
+            for key, value in links.items():
                 header.setdefault(key, value)
             if self._guard is not None:
                 header = self._guard.header(header)
@@ -257,12 +277,12 @@ class Session:
             if header_line:
                 # We created it: an empty file without a header would block this id.
                 try:
-                    os.unlink(self._path)
+                    os.unlink(self._trace_path)
                 except OSError:
                     pass
-            raise WriteError(self._path, exc) from exc
+            raise WriteError(self._trace_path, exc) from exc
         self._writer = Writer(
-            self._path,
+            self._trace_path,
             fd,
             flush_interval=self.flush_interval,
             buffer_size=self.buffer_size,
@@ -271,15 +291,16 @@ class Session:
         )
         if header_line:
             self._writer.bytes_written += len(header_line)
+        self._append = self._writer.append
         _registry.register(self)
         _signals.install()  # a no-op once installed, or off the main thread
 
     def _open_for_resume(self) -> int:
-        if self._path.is_symlink():
-            raise ValueError(f"{self._path} is a symlink; ststrace does not follow it")
+        if self._trace_path.is_symlink():
+            raise ValueError(f"{self._trace_path} is a symlink; ststrace does not follow it")
         # One descriptor, opened without blocking and checked to be a regular
         # file, reads, cuts and appends (a FIFO would block a plain open).
-        fd = open_resume(self._path)
+        fd = open_resume(self._trace_path)
         try:
             self._read_for_resume(fd)
         except BaseException:
@@ -300,10 +321,10 @@ class Session:
                 and isinstance(header.get("id"), str)
                 and isinstance(header.get("harness"), str)
             ):
-                raise ValueError(f"{self._path}:1: not an STS session header; cannot resume this file")
+                raise ValueError(f"{self._trace_path}:1: not an STS session header; cannot resume this file")
             if self._given_id is not None and header["id"] != self._given_id:
                 raise ValueError(
-                    f"{self._path}: session id is {header['id']!r}, not {self._given_id!r}; cannot resume"
+                    f"{self._trace_path}: session id is {header['id']!r}, not {self._given_id!r}; cannot resume"
                 )
             self.id = header["id"]
             if "name" in header and self.name is None and isinstance(header["name"], str):
@@ -319,7 +340,7 @@ class Session:
         size = os.fstat(fd).st_size
         if good_end < size:
             # A crash left a torn last line: cut it so appended lines stay valid.
-            logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self._path)
+            logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self._trace_path)
             os.ftruncate(fd, good_end)
 
     def _replay(self, line: bytes) -> None:
@@ -354,7 +375,7 @@ class Session:
 
     async def aclose(self) -> None:
         self._restore_context()
-        err = await asyncio.to_thread(self._close_file)
+        err = await _files.run(self._close_file)
         if err is not None:
             raise err
 
@@ -391,7 +412,7 @@ class Session:
         self._close_done = True
         _registry.unregister(self)
         if err is None and self.sync_to:
-            _registry.after_close(self._path, self.sync_to)
+            _registry.after_close(self._trace_path, self.sync_to)
         return err
 
     def __enter__(self) -> Session:
@@ -410,9 +431,20 @@ class Session:
                 raise err
 
     async def __aenter__(self) -> Session:
-        # File creation happens off the event loop thread; the context
-        # variable must be set here, in the task that entered the block.
-        await asyncio.to_thread(self._open_file)
+        # File creation happens off the event loop thread, batched with other
+        # sessions opened at the same time (see _files); the context variable
+        # must be set here, in the task that entered the block.
+        if self._writer is None and not self._closed and not self.disabled:
+            # The sub-agent links come from this task's context variables,
+            # which the worker thread creating the file does not see.
+            try:
+                self._links = _subagents.links_for(self, self._parent)
+            except Exception as exc:
+                internal_error(exc, "sub-agent links")
+            # A task cancelled while its file is created leaves no open session behind.
+            await _files.run(self._open_file, on_cancel=self._close_file)
+        else:
+            self._open_file()  # open already, disabled, or closed (which raises)
         if not self.disabled:
             _signals.install()  # _open_file ran off the main thread, where it cannot
             self._tokens.append(_context.current.set(self))
@@ -422,7 +454,7 @@ class Session:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._restore_context()
-        err = await asyncio.to_thread(self._close_file)
+        err = await _files.run(self._close_file)
         if err is not None:
             if exc is not None:
                 logger.error("%s", err)
@@ -461,6 +493,15 @@ class Session:
     # -- recording API ----------------------------------------------------------
 
     def _emit(self, msg: dict[str, Any]) -> None:
+        """Guard, encode and buffer *msg*."""
+        guard = self._guard
+        if guard is not None:
+            msg = guard.message(msg)
+        self._write(msg)
+
+    def _write(self, msg: dict[str, Any]) -> None:
+        """Encode and buffer *msg*, which has been through the guard already.
+        Every record passes here."""
         writer = self._writer
         if writer is None:
             if self.disabled:
@@ -480,14 +521,11 @@ class Session:
             self._open_file()
             writer = self._writer
             assert writer is not None
-        guard = self._guard
-        if guard is not None:
-            msg = guard.message(msg)
         try:
-            body = _orjson_dumps(msg)
+            line = b'{"type":"message","message":' + _orjson_dumps(msg) + b"}\n"
         except Exception:  # odd values: the encoder's fallbacks never fail
-            body = dumps(msg)
-        writer.append(b'{"type":"message","message":' + body + b"}\n")
+            line = b'{"type":"message","message":' + dumps(msg) + b"}\n"
+        writer.append(line)
 
     # Each recording method builds its record inside ``try``: a value that
     # raises when looked at (a lazy proxy whose __class__ fails) must not
@@ -496,13 +534,34 @@ class Session:
 
     def user(self, content: Any) -> None:
         """Record a user turn."""
-        try:
-            msg = _records.simple("user", content)
-        except Exception as exc:
-            self._not_recorded("user", exc)
-            return
+        # The hottest direct call: _records.simple and _emit written out, the
+        # guard's message() cut to the one field there is.
+        if type(content) is str:
+            text = content
+        else:
+            try:
+                text = content_text(content)
+            except Exception as exc:
+                self._not_recorded("user", exc)
+                return
+        msg = {"role": "user", "content": text, "timestamp": _time_ns() // 1_000_000}
         self._direct.append(msg)
-        self._emit(msg)
+        screen = self._screen
+        if screen is not None and screen(text):
+            assert self._guard is not None
+            new = self._guard.text(text)
+            if new is not text:
+                # _direct keeps the message as given: model inputs are matched against it.
+                msg = {"role": "user", "content": new, "timestamp": msg["timestamp"]}
+        append = self._append
+        if append is None:
+            self._write(msg)
+            return
+        try:
+            line = b'{"type":"message","message":' + _orjson_dumps(msg) + b"}\n"
+        except Exception:
+            line = b'{"type":"message","message":' + dumps(msg) + b"}\n"
+        append(line)
 
     def system(self, content: Any) -> None:
         """Record a system prompt."""
@@ -665,8 +724,19 @@ class Session:
         *call_id* keeps an id the caller already has (one bound with
         ``tool_call_id`` for a model call this session never saw)."""
         call_id = call_id or new_tool_call_id()
-        self._emit(_records.single_call(call_id, name, arguments))
+        # The guard's message() inlined for the one field that can need it.
+        guard = self._guard
+        if guard is not None and len(arguments) >= guard._short and guard.screen_args(arguments):
+            arguments = guard.arguments(arguments)
+        self._write(_records.single_call(call_id, name, arguments))
         return call_id
+
+    def _tool_result(self, call_id: str, content: str) -> None:
+        """Record the result of a @tool call (*content* is text already)."""
+        guard = self._guard
+        if guard is not None and len(content) >= guard._short and guard.screen(content):
+            content = guard.text(content)
+        self._write(_records.tool_result(call_id, content))
 
     def _record_inputs(
         self,
@@ -739,7 +809,7 @@ class Session:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._writer else "new")
-        return f"<ststrace.Session id={self.id!r} path={str(self._path)!r} {state}>"
+        return f"<ststrace.Session id={self.id!r} path={str(self._trace_path)!r} {state}>"
 
 
 def _check_prices(prices: Any) -> Any:
@@ -764,6 +834,18 @@ def _make_private_dirs(directory: Path) -> None:
 
 
 _disabled_noted = False
+
+
+def _check_path(arg: str | os.PathLike[str]) -> None:
+    """A path with a suffix is a ``.jsonl`` file or an existing directory:
+    ``Session("trace.json")`` would otherwise make a directory of that name."""
+    text = os.fspath(arg)
+    suffix = os.path.splitext(text.rstrip("/" + os.sep))[1]
+    if suffix and suffix != ".jsonl" and not os.path.isdir(text):
+        raise ValueError(
+            f"Session path {text!r}: give a directory (the file is named after the session id) "
+            f"or a file ending in .jsonl, such as {os.path.splitext(text)[0] + '.jsonl'!r}"
+        )
 
 
 def _note_disabled() -> None:

@@ -64,6 +64,10 @@ _LEND_STEP = 32 * 1024
 _SLICE_BYTES = 1 << 18
 _SLICE_SECONDS = 0.0005
 
+# A closed writer's _limit: below any _size, which racing appends can leave
+# negative for a moment (the writer subtracts what it wrote).
+_CLOSED = -(1 << 62)
+
 
 class _Slice:
     # Lines per slice, tuned as slices are written: one figure for the
@@ -264,7 +268,7 @@ class Writer:
         self._waiting = 0  # appenders blocked on backpressure (under _lock)
         self._wake_sent = False
         # append() compares the buffer size with these two numbers only:
-        # _limit is max_buffer (-1 once closed), _wake_at the size that wakes
+        # _limit is max_buffer (_CLOSED once closed), _wake_at the size that wakes
         # the flusher (then, each _LEND_STEP further, lends it the GIL).
         self._limit = self.max_buffer
         self._wake_threshold = 0 if durable else self.buffer_size
@@ -366,7 +370,9 @@ class Writer:
         finally:
             self._waiting -= 1
             _flusher.blocked -= 1
-        return True
+        # Closed while this waited (close() empties the buffer, so the loop
+        # ends): the line must be counted lost, not appended after the end.
+        return not self._closed
 
     # -- writing side ----------------------------------------------------
 
@@ -601,7 +607,9 @@ class Writer:
                 # Mark closed before the last write: a record appended while it
                 # runs is then refused and counted lost, never silently dropped.
                 self._closed = True
-                self._limit = -1  # sends every later append() to the slow path
+                # Sends every later append() to the slow path: -1 did not
+                # while racing appends' lost increments left _size below it.
+                self._limit = _CLOSED
                 self._space.notify_all()
             err = self._write_locked(fsync=True)
             if err is not None:

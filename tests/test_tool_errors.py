@@ -209,7 +209,7 @@ async def test_wrong_arguments_raise_like_the_original(tmp_path: Path) -> None:
 async def test_failing_emit_never_reaches_the_caller(
     kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, _fail_on_internal_errors: list[BaseException]
 ) -> None:
-    """With Session._emit raising, every kind still returns its value and the error is logged."""
+    """With Session._write (where every record is encoded) raising, every kind still returns its value and the error is logged."""
 
     def broken_emit(self: Any, msg: Any) -> None:
         raise RuntimeError("emit is broken")
@@ -231,7 +231,7 @@ async def test_failing_emit_never_reaches_the_caller(
         yield x
 
     with Session(tmp_path / "t.jsonl"):
-        monkeypatch.setattr(_SessionClass, "_emit", broken_emit)
+        monkeypatch.setattr(_SessionClass, "_write", broken_emit)
         with caplog.at_level(logging.ERROR, logger="ststrace"):
             if kind == "sync":
                 assert s(5) == 5
@@ -253,7 +253,7 @@ def test_failing_emit_on_the_result_keeps_user_exception(
 ) -> None:
     """When recording the error result fails, the user still gets their own exception."""
     calls = {"n": 0}
-    real_emit = _SessionClass._emit
+    real_emit = _SessionClass._write
 
     def emit_then_break(self: Any, msg: Any) -> None:
         calls["n"] += 1
@@ -263,7 +263,7 @@ def test_failing_emit_on_the_result_keeps_user_exception(
 
     path = tmp_path / "t.jsonl"
     with Session(path):
-        monkeypatch.setattr(_SessionClass, "_emit", emit_then_break)
+        monkeypatch.setattr(_SessionClass, "_write", emit_then_break)
         with pytest.raises(Boom, match="mine"):
             failing("mine")
         monkeypatch.undo()

@@ -428,7 +428,7 @@ class SpanProcessor(_SdkSpanProcessor):
             # resume=True appends when the file exists: a conversation seen in an
             # earlier trace or run, or a span that ended after its trace's root.
             session = Session(self._directory, id=session_id, metadata=metadata, resume=True, **options)
-            existed = session._path.exists()
+            existed = session._trace_path.exists()
             session._open_file()
         except Exception as exc:
             logger.error("ststrace: cannot open a session for OpenTelemetry trace %032x: %s", trace_id, exc)
@@ -447,7 +447,7 @@ class SpanProcessor(_SdkSpanProcessor):
     def _seed_from_file(self, entry: _Open) -> None:
         """A file from an earlier run, resumed: what it holds is history already recorded."""
         try:
-            messages = read(entry.session._path, strict=False).messages
+            messages = read(entry.session._trace_path, strict=False).messages
         except Exception as exc:
             logger.warning("ststrace: could not read %s to resume it: %s", entry.session.path, exc)
             return
