@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 import io
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import wrapt
 
@@ -211,7 +211,16 @@ _CLOSERS = frozenset({"close", "aclose"})
 _STOPS = (StopIteration, StopAsyncIteration)
 
 
-class _Proxy(wrapt.BaseObjectProxy[Any]):
+if TYPE_CHECKING:
+    _ProxyBase = wrapt.BaseObjectProxy[Any]
+else:
+    # wrapt 2 has BaseObjectProxy (ObjectProxy there also proxies iteration,
+    # which _Proxy does itself); wrapt 1.x, which imports faster, has only
+    # ObjectProxy. Either works as the base.
+    _ProxyBase = getattr(wrapt, "BaseObjectProxy", None) or wrapt.ObjectProxy
+
+
+class _Proxy(_ProxyBase):
     _self_state: StreamState
 
     def __init__(self, wrapped: Any, state: StreamState) -> None:
