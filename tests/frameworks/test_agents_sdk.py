@@ -575,3 +575,26 @@ async def test_a_run_inside_a_plain_function_tool_without_its_context_stays_in_t
     messages = messages_of(path)
     assert {"role": "user", "content": "Paris"} in messages
     assert messages[-1] == {"role": "assistant", "content": OUTER_ANSWER, "model": MODEL}
+
+
+@pytest.mark.parametrize("usage", [True, False])
+async def test_an_agent_tools_child_session_keeps_its_parents_settings(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, usage: bool
+) -> None:
+    """The child records under the parent's settings: ``usage=False`` on the
+    parent leaves token usage out of the child too (and in when it is on)."""
+    outer, _ = agent_tool_setup(fake_api)
+    fake_api.script(
+        ScriptedReply(text=None, tool_calls=(ASK,)),
+        ScriptedReply(text=None, tool_calls=(DEFAULT_TOOL_CALLS[0],)),
+        ScriptedReply(text=INNER_ANSWER),
+        ScriptedReply(text=OUTER_ANSWER),
+    )
+    path = new_trace(tmp_path)
+    async with Session(path, usage=usage):
+        await Runner.run(outer, USER)
+    [child_path] = children_of(path)
+    for trace_path in (path, child_path):
+        lines = [json.loads(line) for line in trace_path.read_text(encoding="utf-8").splitlines()[1:]]
+        with_usage = [entry["message"] for entry in lines if "usage" in entry["message"]]
+        assert bool(with_usage) == usage, trace_path
