@@ -598,3 +598,46 @@ async def test_an_agent_tools_child_session_keeps_its_parents_settings(
         lines = [json.loads(line) for line in trace_path.read_text(encoding="utf-8").splitlines()[1:]]
         with_usage = [entry["message"] for entry in lines if "usage" in entry["message"]]
         assert bool(with_usage) == usage, trace_path
+
+
+@pytest.mark.parametrize("model", ["responses", "chat"])
+async def test_parallel_agent_tools_each_record_their_own_linked_child(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, messages_of: Any, model: str
+) -> None:
+    """Two agents run as tools in one turn (concurrently, in the SDK's tool
+    tasks): each run is its own child session linked to its own call, holding
+    only its own conversation; the parent holds both calls and both outputs."""
+    make = responses_model if model == "responses" else chat_model
+    reporters = [
+        Agent(name=f"reporter {n}", instructions=SYSTEM, tools=[get_weather, get_time], model=make(fake_api))
+        for n in ("a", "b")
+    ]
+    asks = [r.as_tool(tool_name=f"ask_{n}", tool_description="Ask a reporter.") for r, n in zip(reporters, "ab")]
+    outer = Agent(name="planner", instructions=SYSTEM, tools=asks, model=make(fake_api))
+    calls = (
+        ScriptedToolCall("ask_a", {"input": "Paris, please"}, "ask01"),
+        ScriptedToolCall("ask_b", {"input": "Paris, now"}, "ask02"),
+    )
+    fake_api.script(ScriptedReply(text=None, tool_calls=calls))  # then the fake server's default planning
+    path = new_trace(tmp_path)
+    async with Session(path) as parent:
+        run = await Runner.run(outer, USER)
+    inner_answer = fake_api.answer_for([WEATHER_RESULT, TIME_RESULT])
+    assert messages_of(path) == [
+        *INPUTS,
+        {"role": "assistant", "content": "", "toolCalls": [call(c.call_id, c.name, c.arguments_json) for c in calls], "model": MODEL},
+        result("call_ask01", inner_answer),
+        result("call_ask02", inner_answer),
+        answer(fake_api, inner_answer, inner_answer),
+    ]
+    assert run.final_output == fake_api.answer_for([inner_answer, inner_answer])
+    children = {header_of(p)["parentToolCallId"]: p for p in children_of(path)}
+    assert sorted(children) == ["call_ask01", "call_ask02"]
+    for call_id, name, prompt in (("call_ask01", "reporter a", "Paris, please"), ("call_ask02", "reporter b", "Paris, now")):
+        header = header_of(children[call_id])
+        assert header["parentSessionId"] == parent.id and header["name"] == name
+        assert messages_of(children[call_id]) == [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": prompt},
+            *full_run(fake_api)[2:],
+        ]
