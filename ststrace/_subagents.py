@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterator
-from pathlib import Path
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from ._context import current, current_tool_call
@@ -131,7 +131,7 @@ def child_path(parent: Session, child_id: str) -> Path:
     """``<parent's stem>.<child id>.jsonl`` beside the parent's file, so a run's
     files sort together (``ststrace view DIR`` links them by header, not name)."""
     directory, stem = parent._path.parent, parent._path.stem
-    if len(stem) + len(child_id) + 1 > _MAX_STEM:
+    if len(stem.encode("utf-8", "surrogateescape")) + len(child_id) + 1 > _MAX_STEM:
         return directory / f"{child_id}.jsonl"
     return directory / f"{stem}.{child_id}.jsonl"
 

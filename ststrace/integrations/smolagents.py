@@ -52,7 +52,7 @@ from .._decorators import _error_text, _Observer, _trace_gen
 from .._encode import content_text, json_text
 from .._errors import internal_error
 from .._session import Session
-from .._subagents import new_child, tool_scope
+from .._subagents import ToolScope, new_child, tool_scope
 
 LIBRARY = "smolagents"
 MIN_VERSION = (1, 20)
@@ -414,8 +414,11 @@ def _execute_tool_call_wrapper(patch: Any) -> Callable[[Any, Any, tuple[Any, ...
             call_id = None
         if not call_id:
             return wrapped(*args, **kwargs)
-        with tool_scope(run.session, call_id):
+        token = current_tool_call.set(ToolScope(run.session, call_id))
+        try:
             return wrapped(*args, **kwargs)
+        finally:
+            current_tool_call.reset(token)
 
     return wrapper
 

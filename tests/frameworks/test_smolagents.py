@@ -640,6 +640,34 @@ def test_a_managed_agent_called_from_code_agent_code_links_to_the_code_action(
     assert child == worker_trace(worker, child[1]["content"])
 
 
+def test_a_managed_agent_whose_run_fails_leaves_a_closed_linked_child(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """The managed agent's model cannot be reached: its child session holds its
+    prompt, is closed and validates; the manager's call is answered with the
+    error smolagents reports to the manager, which goes on."""
+    dead = OpenAIServerModel(
+        model_id=MODEL, api_base="http://127.0.0.1:9/v1", api_key="test", client_kwargs={"max_retries": 0, "timeout": 5}
+    )
+    worker = ToolCallingAgent(
+        tools=[get_weather], model=dead, name="weather_agent", description="Finds the weather.", verbosity_level=LogLevel.OFF
+    )
+    manager = ToolCallingAgent(tools=[], model=openai_model(fake_api), managed_agents=[worker], verbosity_level=LogLevel.OFF)
+    delegate = ScriptedToolCall("weather_agent", {"task": "Weather in Paris?"}, "delegate04")
+    fake_api.script(ScriptedReply(text=None, tool_calls=(delegate,)), FINAL_REPLY)
+    with ststrace.Session(trace) as parent:
+        assert manager.run(TASK) == ANSWER
+    manager_messages = messages_of(trace)
+    failed = next(m for m in manager_messages if m.get("toolCallId") == "call_delegate04")
+    assert "weather_agent" in failed["content"] and "Error" in failed["content"]
+    [child_path] = children_of(trace)
+    header = header_of(child_path)
+    assert header["parentSessionId"] == parent.id and header["parentToolCallId"] == "call_delegate04"
+    child = messages_of(child_path)
+    assert [m["role"] for m in child] == ["system", "user"]
+    assert "Weather in Paris?" in child[1]["content"]
+
+
 def test_the_child_session_hook_returning_none_mutes_the_managed_run(
     messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
