@@ -32,7 +32,8 @@ manager's call that ran it), closed when the run ends. The manager's own
 trace keeps its call to the agent and the agent's report. Which call runs a
 tool is known from ``ToolCallingAgent.execute_tool_call`` (matched to the
 step's parsed calls); a ``CodeAgent``'s code runs in an executor thread that
-starts with an empty context, so ``local_python_executor.timeout`` is wrapped
+starts with an empty context, so ``local_python_executor.timeout`` (where this
+smolagents has it) is wrapped
 to carry the running agent run (and nothing else) into it: a managed agent
 called from the code links to that code action's call.
 """
@@ -40,6 +41,7 @@ called from the code links to that code action's call.
 from __future__ import annotations
 
 import functools
+import importlib
 import itertools
 import threading
 import weakref
@@ -57,13 +59,29 @@ from .._subagents import ToolScope, new_child, tool_scope
 LIBRARY = "smolagents"
 MIN_VERSION = (1, 20)
 
-TARGETS = [
+_TARGETS = [
     ("smolagents.agents", "MultiStepAgent._run_stream"),
     ("smolagents.agents", "ToolCallingAgent.process_tool_calls"),
     ("smolagents.agents", "CodeAgent._step_stream"),
     ("smolagents.agents", "ToolCallingAgent.execute_tool_call"),
-    ("smolagents.local_python_executor", "timeout"),
 ]
+
+#: The decorator that moves a CodeAgent's code to a worker thread (smolagents
+#: >= 1.21 or so; before it, code runs in the agent's own thread and needs nothing).
+_TIMEOUT = ("smolagents.local_python_executor", "timeout")
+
+
+def __getattr__(name: str) -> Any:
+    # ``TARGETS`` is read by instrument() once smolagents is imported: the
+    # optional target is included only where this smolagents has it, so an
+    # older release still instruments.
+    if name == "TARGETS":
+        try:
+            module = importlib.import_module(_TIMEOUT[0])
+        except ImportError:
+            return list(_TARGETS)
+        return [*_TARGETS, _TIMEOUT] if callable(getattr(module, _TIMEOUT[1], None)) else list(_TARGETS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Name of the tool call a CodeAgent code action is recorded as (smolagents' own).
 CODE_TOOL = "python_interpreter"
