@@ -31,11 +31,11 @@ the managed agent, header ``parentSessionId`` and ``parentToolCallId`` = the
 manager's call that ran it), closed when the run ends. The manager's own
 trace keeps its call to the agent and the agent's report. Which call runs a
 tool is known from ``ToolCallingAgent.execute_tool_call`` (matched to the
-step's parsed calls); a ``CodeAgent``'s code runs in an executor thread that
+step's parsed calls). A ``CodeAgent``'s code runs in an executor thread that
 starts with an empty context, so ``local_python_executor.timeout`` (where this
-smolagents has it) is wrapped
-to carry the running agent run (and nothing else) into it: a managed agent
-called from the code links to that code action's call.
+smolagents has it) is wrapped to carry the running agent run, and nothing
+else, into it: a managed agent called from the code links to that code
+action's call.
 """
 
 from __future__ import annotations
