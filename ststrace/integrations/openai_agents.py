@@ -14,10 +14,21 @@ calls ``responses.create``, ``responses.with_streaming_response.create`` or
 ``AgentRunner.run`` covers ``Runner.run`` and ``Runner.run_sync``;
 ``AgentRunner.run_streamed`` plus ``RunResultStreaming.stream_events`` cover
 ``Runner.run_streamed`` (its errors surface from ``stream_events()``).
+
+Agents as tools (``agent.as_tool(...)``): the SDK runs the inner agent with
+``Runner.run`` (``run_streamed`` with ``on_stream=``) and passes it a
+``ToolContext`` holding the provider's id of the tool call. A run that starts
+with such a context, inside the session where that call is still unanswered,
+records into a child session of its own (:func:`ststrace._subagents.new_child`:
+beside the parent's file, named after the inner agent, header
+``parentSessionId`` / ``parentToolCallId``), open for exactly that run. The
+parent keeps the call and, from its next model call, the result as the SDK
+gave it. Handoffs stay in the run's one session (a handoff is no new run).
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from typing import Any
 
@@ -28,6 +39,7 @@ from ststrace._context import current
 from ststrace._encode import content_text
 from ststrace._errors import internal_error
 from ststrace._session import Session
+from ststrace._subagents import new_child, tool_scope
 
 LIBRARY = "agents"
 DISTRIBUTION = "openai-agents"
@@ -44,7 +56,7 @@ class _Run:
     """One runner invocation inside a session: which tool calls were already
     open when it started, so only its own are closed at its end."""
 
-    __slots__ = ("session", "before", "agent", "input", "alone")
+    __slots__ = ("session", "before", "agent", "input", "alone", "child")
 
     def __init__(self, session: Session, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         self.session = session
@@ -54,6 +66,7 @@ class _Run:
         self.agent = kwargs.get("starting_agent", args[0] if args else None)
         self.input = kwargs.get("input", args[1] if len(args) > 1 else None)
         self.alone = True  # no other run in this session overlapped this one
+        self.child: _Child | None = None  # the child session this run opened (streamed runs)
         with session._state_lock:
             self.before = frozenset(session._pending)
             runs = _active.get(session)
@@ -174,6 +187,60 @@ def _error_responses(exc: BaseException) -> Any:
     return get(getattr(exc, "run_data", None), "raw_responses")
 
 
+class _Child:
+    """The child session of an agent run as a tool: opened before the run,
+    current while it runs, closed when it ends."""
+
+    __slots__ = ("parent", "call_id", "session", "closed")
+
+    def __init__(self, parent: Session, call_id: str, agent: Any) -> None:
+        self.parent = parent
+        self.call_id = call_id
+        name = getattr(agent, "name", None)
+        self.session = new_child(parent, name if isinstance(name, str) else None)
+        self.closed = False
+
+    def open(self) -> None:
+        # In the scope of the parent's call: the header gets parentToolCallId.
+        with tool_scope(self.parent, self.call_id):
+            self.session._open_file()
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        err = self.session._close_file()
+        if err is not None:
+            internal_error(err, "openai-agents child session close")
+
+
+def _agent_tool_call(session: Session, kwargs: dict[str, Any]) -> str | None:
+    """The parent's tool call a run is the body of, when it runs an agent as a tool.
+
+    The SDK hands the nested run a ``ToolContext`` carrying the provider's id
+    of the call; it counts only while that call is unanswered in *session*
+    (so a run the user starts with some other context stays where it is)."""
+    call_id = getattr(kwargs.get("context"), "tool_call_id", None)
+    if not isinstance(call_id, str) or not call_id:
+        return None
+    with session._state_lock:
+        return call_id if call_id in session._pending else None
+
+
+def _child_for(patch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Child | None:
+    session = current.get()
+    if session is None or not patch.active or session.disabled:
+        return None
+    try:
+        call_id = _agent_tool_call(session, kwargs)
+        if call_id is None:
+            return None
+        return _Child(session, call_id, kwargs.get("starting_agent", args[0] if args else None))
+    except Exception as exc:
+        internal_error(exc, "openai-agents agent-as-tool run")
+        return None
+
+
 def _begin(patch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Run | None:
     session = current.get()
     if session is None or not patch.active:
@@ -189,6 +256,9 @@ def run_wrapper(patch: Any) -> _Wrapper:
     """``AgentRunner.run`` (async)."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        child = _child_for(patch, args, kwargs)
+        if child is not None:
+            return _run_child(wrapped(*args, **kwargs), child, patch, args, kwargs)
         run = _begin(patch, args, kwargs)
         coro = wrapped(*args, **kwargs)
         if run is None:
@@ -196,6 +266,24 @@ def run_wrapper(patch: Any) -> _Wrapper:
         return _run(coro, run)
 
     return wrapper
+
+
+async def _run_child(coro: Any, child: _Child, patch: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """An agent run as a tool, recorded in its own child session."""
+    try:
+        await asyncio.to_thread(child.open)  # file creation off the event loop
+    except Exception as exc:
+        # Recorded in the parent session then, as without sub-agent sessions.
+        internal_error(exc, "openai-agents child session open")
+        run = _begin(patch, args, kwargs)
+        return await (coro if run is None else _run(coro, run))
+    token = current.set(child.session)
+    try:
+        run = _begin(patch, args, kwargs)
+        return await (coro if run is None else _run(coro, run))
+    finally:
+        current.reset(token)
+        await asyncio.to_thread(child.close)
 
 
 async def _run(coro: Any, run: _Run) -> Any:
@@ -213,12 +301,36 @@ def run_streamed_wrapper(patch: Any) -> _Wrapper:
     by ``stream_events()``."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        run = _begin(patch, args, kwargs)
-        result = wrapped(*args, **kwargs)
+        child = _child_for(patch, args, kwargs)
+        token = None
+        if child is not None:
+            try:
+                # Here, on the event loop thread: the run's task is created
+                # inside run_streamed and must start with the child current.
+                # One file creation per sub-agent run, never per model call.
+                child.open()
+                token = current.set(child.session)
+            except Exception as exc:
+                internal_error(exc, "openai-agents child session open")
+                child = None
+        try:
+            run = _begin(patch, args, kwargs)
+            result = wrapped(*args, **kwargs)
+        except BaseException:
+            if child is not None:
+                child.close()
+            raise
+        finally:
+            if token is not None:
+                current.reset(token)
         if run is not None:
+            run.child = child
             try:
                 object.__setattr__(result, _ATTR, run)
             except Exception as exc:
+                run.child = None
+                if child is not None:
+                    child.close()
                 internal_error(exc, "openai-agents run_streamed")
         return result
 
@@ -254,8 +366,16 @@ async def _events(events: Any, result: Any, run: _Run) -> Any:
         items = _error_items(exc) or getattr(result, "new_items", None)
         responses = _error_responses(exc)
         run.finish(items, exc, responses if responses is not None else getattr(result, "raw_responses", None))
+        await _close_child(run)
         raise
     run.finish(getattr(result, "new_items", None), None)
+    await _close_child(run)
+
+
+async def _close_child(run: _Run) -> None:
+    child, run.child = run.child, None
+    if child is not None:
+        await asyncio.to_thread(child.close)
 
 
 TARGETS = [

@@ -21,33 +21,67 @@ smolagents' own objects instead:
   assistant message.
 
 A ``@tool``-decorated function called by the agent answers its own call (the
-result is then not recorded a second time). A managed agent's own run does
-not record into the manager's session: the manager records the call to it and
-its report. :func:`child_session` is where a linked child session would plug in.
+result is then not recorded a second time).
+
+Managed agents: a run started inside another agent's step (smolagents'
+managed agents, or any agent a tool runs) records into the session
+:func:`child_session` returns. By default that is a linked child session
+(:func:`ststrace._subagents.new_child`: beside the manager's file, named after
+the managed agent, header ``parentSessionId`` and ``parentToolCallId`` = the
+manager's call that ran it), closed when the run ends. The manager's own
+trace keeps its call to the agent and the agent's report. Which call runs a
+tool is known from ``ToolCallingAgent.execute_tool_call`` (matched to the
+step's parsed calls). A ``CodeAgent``'s code runs in an executor thread that
+starts with an empty context, so ``local_python_executor.timeout`` (where this
+smolagents has it) is wrapped to carry the running agent run, and nothing
+else, into it: a managed agent called from the code links to that code
+action's call.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import itertools
+import threading
 import weakref
-from contextvars import ContextVar, Token
+from contextvars import Context, ContextVar, Token
 from typing import Any, Callable
 
 from .. import _records
-from .._context import current, in_llm_call
+from .._context import current, current_tool_call, in_llm_call
 from .._decorators import _error_text, _Observer, _trace_gen
 from .._encode import content_text, json_text
 from .._errors import internal_error
 from .._session import Session
+from .._subagents import ToolScope, new_child, tool_scope
 
 LIBRARY = "smolagents"
 MIN_VERSION = (1, 20)
 
-TARGETS = [
+_TARGETS = [
     ("smolagents.agents", "MultiStepAgent._run_stream"),
     ("smolagents.agents", "ToolCallingAgent.process_tool_calls"),
     ("smolagents.agents", "CodeAgent._step_stream"),
+    ("smolagents.agents", "ToolCallingAgent.execute_tool_call"),
 ]
+
+#: The decorator that moves a CodeAgent's code to a worker thread (smolagents
+#: >= 1.21 or so; before it, code runs in the agent's own thread and needs nothing).
+_TIMEOUT = ("smolagents.local_python_executor", "timeout")
+
+
+def __getattr__(name: str) -> Any:
+    # ``TARGETS`` is read by instrument() once smolagents is imported: the
+    # optional target is included only where this smolagents has it, so an
+    # older release still instruments.
+    if name == "TARGETS":
+        try:
+            module = importlib.import_module(_TIMEOUT[0])
+        except ImportError:
+            return list(_TARGETS)
+        return [*_TARGETS, _TIMEOUT] if callable(getattr(module, _TIMEOUT[1], None)) else list(_TARGETS)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 #: Name of the tool call a CodeAgent code action is recorded as (smolagents' own).
 CODE_TOOL = "python_interpreter"
@@ -62,15 +96,30 @@ _run_ids = itertools.count(1)
 _code_ids: weakref.WeakKeyDictionary[Session, set[str]] = weakref.WeakKeyDictionary()
 
 
+#: Child sessions made by the default :func:`child_session`: closed when their run ends.
+_owned: weakref.WeakSet[Session] = weakref.WeakSet()
+
+
 def child_session(parent: Session | None, agent: Any, task: Any) -> Session | None:
     """Where a managed agent's run records: ``None`` records nothing.
 
     Called when an agent starts a run inside another agent's step (smolagents'
-    managed agents). *parent* is the session the outer run records into. A
-    linked child session can be returned here; the child run then records into
-    it exactly like a top-level run, and closing it stays the caller's job.
+    managed agents), within the manager's tool call: a ``Session`` opened here,
+    or returned unopened, gets ``parentSessionId`` and ``parentToolCallId``
+    (give it ``parent=parent`` if it is built elsewhere). *parent* is the
+    session the outer run records into. The child run records into the
+    returned session exactly like a top-level run. The default returns a new
+    linked child session beside the parent's file, named after the agent, and
+    closes it when the run ends; a session returned by a replacement of this
+    hook is left open (closing it is the replacement's caller's job).
     """
-    return None
+    if parent is None or parent.disabled:
+        return None
+    name = getattr(agent, "name", None)
+    child = new_child(parent, name if isinstance(name, str) else None)
+    child._open_file()  # the header now, while the manager's call is in scope
+    _owned.add(child)
+    return child
 
 
 def make_wrapper(path: str, patch: Any) -> Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]:
@@ -79,6 +128,10 @@ def make_wrapper(path: str, patch: Any) -> Callable[[Any, Any, tuple[Any, ...], 
         return _run_stream_wrapper(patch)
     if path.endswith(".process_tool_calls"):
         return _observing_wrapper(patch, _ToolCallsObserver)
+    if path.endswith(".execute_tool_call"):
+        return _execute_tool_call_wrapper(patch)
+    if path == "timeout":
+        return _timeout_wrapper(patch)
     return _observing_wrapper(patch, _CodeStepObserver)
 
 
@@ -111,6 +164,13 @@ class _Run:
         self.finalized: set[int] = set()
         self.open_calls: list[str] = []
         self.last_model: str | None = None
+        # Sub-agent links: the tool calls of the current step not yet started
+        # (id, name, arguments), the running code action's call id, and a
+        # child session this run must close when it ends.
+        self.queued: list[tuple[str, Any, Any]] = []
+        self.lock = threading.Lock()  # parallel tool calls claim from queued
+        self.code_call: str | None = None
+        self.owned: Session | None = None
 
     # -- helpers ------------------------------------------------------------
 
@@ -152,6 +212,21 @@ class _Run:
             self.open_calls.remove(call_id)
         if session._answer(call_id):
             session._emit(_records.tool_result(call_id, content_text(content)))
+
+    def claim(self, name: Any, arguments: Any) -> str | None:
+        """The id of the call ``execute_tool_call(name, arguments)`` runs:
+        smolagents passes the parsed call's own arguments object; the first
+        unclaimed call of that name otherwise."""
+        with self.lock:
+            for i, (call_id, _, args) in enumerate(self.queued):
+                if args is arguments:
+                    del self.queued[i]
+                    return call_id
+            for i, (call_id, queued_name, _) in enumerate(self.queued):
+                if queued_name == name:
+                    del self.queued[i]
+                    return call_id
+        return None
 
     def answer_open(self, calls: list[str], text: str) -> None:
         for call_id in list(calls):
@@ -232,6 +307,13 @@ class _Run:
         if self.session is not None and self.open_calls:
             self.answer_open(self.open_calls, _error_text(exc or GeneratorExit()))
 
+    def close_owned(self) -> None:
+        owned, self.owned = self.owned, None
+        if owned is not None:
+            err = owned._close_file()
+            if err is not None:
+                internal_error(err, "smolagents child session close")
+
 
 _KINDS = frozenset({"ActionStep", "PlanningStep", "FinalAnswerStep", "ToolCall", "ToolOutput", "ActionOutput"})
 
@@ -288,12 +370,100 @@ def _run_stream_wrapper(patch: Any) -> Callable[[Any, Any, tuple[Any, ...], dict
         try:
             task = kwargs.get("task", args[0] if args else None)
             if parent is not None and parent.agent is not instance:
-                session = child_session(parent.session, instance, task)
+                session = _child(parent, instance, task)
             run = _Run(instance, session, task)
+            if session is not None and session in _owned:
+                run.owned = session
         except Exception as exc:
             internal_error(exc, "smolagents run")
             return gen
         return _traced_run(gen, run)
+
+    return wrapper
+
+
+def _child(parent: _Run, agent: Any, task: Any) -> Session | None:
+    """The session of a run started inside *parent*'s step (see :func:`child_session`),
+    asked for inside the tool call that started it."""
+    session = parent.session
+    if session is None:
+        return None  # a muted run's sub-runs are muted too
+    scope = None
+    running = current_tool_call.get()
+    if running is None or running.session is not session:
+        call_id = parent.code_call
+        scope = tool_scope(session, call_id) if call_id else None
+    # The parent as the current session: a session the hook builds with the
+    # default parent=AUTO links to it (the executor thread has none current).
+    token = current.set(session)
+    try:
+        if scope is None:
+            child = child_session(session, agent, task)
+            _open_linked(child)
+        else:
+            with scope:
+                child = child_session(session, agent, task)
+                _open_linked(child)
+    finally:
+        current.reset(token)
+    return child
+
+
+def _open_linked(child: Session | None) -> None:
+    if child is not None and child._writer is None and not child.closed and not child.disabled:
+        child._open_file()  # the header with its links, before the run makes it current
+
+
+def _execute_tool_call_wrapper(patch: Any) -> Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """``ToolCallingAgent.execute_tool_call(tool_name, arguments)``: runs in the
+    scope of the call it executes, so a sub-agent session (a managed agent's
+    run, or one a tool opens) links to that call."""
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        run = _active.get()
+        if run is None or run.session is None or not patch.active or run.agent is not instance:
+            return wrapped(*args, **kwargs)
+        try:
+            name = kwargs.get("tool_name", args[0] if args else None)
+            arguments = kwargs.get("arguments", args[1] if len(args) > 1 else None)
+            call_id = run.claim(name, arguments)
+        except Exception as exc:
+            internal_error(exc, "smolagents tool call")
+            call_id = None
+        if not call_id:
+            return wrapped(*args, **kwargs)
+        token = current_tool_call.set(ToolScope(run.session, call_id))
+        try:
+            return wrapped(*args, **kwargs)
+        finally:
+            current_tool_call.reset(token)
+
+    return wrapper
+
+
+def _timeout_wrapper(patch: Any) -> Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]:
+    """``local_python_executor.timeout(seconds)``, the decorator that runs a
+    ``CodeAgent``'s code in a fresh worker thread: the code runs with the agent
+    run that executes it (only that: no session, so clients and ``@tool``
+    functions in the code behave as before), so a managed agent it calls
+    becomes a child session linked to the code action."""
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        decorator = wrapped(*args, **kwargs)
+        run = _active.get()
+        if run is None or run.session is None or not patch.active or not callable(decorator):
+            return decorator
+
+        def carrying(func: Any) -> Any:
+            @functools.wraps(func)
+            def in_run(*a: Any, **kw: Any) -> Any:
+                ctx = Context()
+                ctx.run(_active.set, run)
+                return ctx.run(func, *a, **kw)
+
+            return decorator(in_run)
+
+        return carrying
 
     return wrapper
 
@@ -322,14 +492,20 @@ class _ToolCallsObserver(_Observer):
         chat_message = kwargs.get("chat_message", args[0] if args else None)
         step = kwargs.get("memory_step", args[1] if len(args) > 1 else None)
         self.state = state = run.state(step)
+        with run.lock:
+            run.queued = []  # a new step: calls of the last one that never ran are gone
         calls = _tool_calls(chat_message)
         run.assistant(chat_message, _text(getattr(chat_message, "content", None)), calls)
         state.recorded = True
         state.calls = [c["id"] for c in calls]
 
     def item(self, value: Any) -> None:
-        if _kind(value) == "ToolOutput":
+        kind = _kind(value)
+        if kind == "ToolOutput":
             self.run.answer(str(value.id), value.observation)
+        elif kind == "ToolCall":
+            with self.run.lock:
+                self.run.queued.append((str(value.id), value.name, value.arguments))
 
     def done(self) -> None:
         pass
@@ -366,13 +542,16 @@ class _CodeStepObserver(_Observer):
             self.run.assistant(message, _text(step.model_output), [call])
             self.state.recorded = True
             self.state.calls = [call_id]
+            self.run.code_call = call_id  # a managed agent the code calls links here
         elif kind == "ActionOutput" and self.state.calls:
+            self.run.code_call = None
             self.run.answer(self.state.calls[0], self.step.observations or "")
 
     def done(self) -> None:
-        pass
+        self.run.code_call = None
 
     def failed(self, exc: BaseException) -> None:
+        self.run.code_call = None
         if not self.state.calls:
             return
         self.state.errored = True
@@ -429,9 +608,11 @@ def _traced_run(gen: Any, run: _Run) -> Any:
                 value = gen.send(sent)
         except StopIteration as stop:
             _safe(run.stopped, None)
+            _safe(run.close_owned)
             return stop.value
         except BaseException as exc:
             _safe(run.stopped, exc)
+            _safe(run.close_owned)
             raise
         finally:
             _exit(tokens)
@@ -445,6 +626,7 @@ def _traced_run(gen: Any, run: _Run) -> Any:
             finally:
                 _exit(tokens)
                 _safe(run.stopped, None)
+                _safe(run.close_owned)
             raise
         except BaseException as exc:
             thrown = exc

@@ -10,6 +10,7 @@ network guard would fail the test otherwise."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,7 +40,7 @@ from agents import (  # noqa: E402
 import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
 from ststrace._instrument import instrumented as patched_now  # noqa: E402
-from ststrace.testing import DEFAULT_TOOL_CALLS, FakeAPI, ScriptedToolCall  # noqa: E402
+from ststrace.testing import DEFAULT_TOOL_CALLS, FakeAPI, ScriptedReply, ScriptedToolCall  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     INPUTS,
     instrumented,
@@ -49,6 +50,7 @@ from test_instrument_helpers import (  # noqa: E402
     SYSTEM,
     TIME_RESULT,
     USER,
+    WEATHER_ARGS,
     WEATHER_RESULT,
     new_trace,
     recorded,
@@ -426,3 +428,216 @@ def test_instrument_by_name_and_undo(fake_api: FakeAPI, tmp_path: Path) -> None:
         *INPUTS,
         {"role": "system", "content": "The agent run stopped: Max turns (1) exceeded"},
     ]
+
+
+# --------------------------------------------------------------------------- agents as tools
+
+
+ASK = ScriptedToolCall("ask_weather", {"input": "Paris"}, "ask01")
+INNER_ANSWER = "Sunny, 21 C in Paris."
+OUTER_ANSWER = "It is sunny in Paris."
+INNER_SYSTEM = "Report the weather of the city you are given."
+
+
+def agent_tool_setup(api: FakeAPI, stream_inner: bool = False, inner_max_turns: int | None = None) -> tuple[Any, list[Any]]:
+    """A planner whose tool ``ask_weather`` is the weather agent run as a tool."""
+    inner = Agent(name="weather reporter", instructions=INNER_SYSTEM, tools=[get_weather], model=responses_model(api))
+    events: list[Any] = []
+    options: dict[str, Any] = {}
+    if stream_inner:
+        options["on_stream"] = events.append
+    if inner_max_turns is not None:
+        options["max_turns"] = inner_max_turns
+    ask = inner.as_tool(tool_name="ask_weather", tool_description="Ask the weather agent.", **options)
+    outer = Agent(name="planner", instructions=SYSTEM, tools=[ask], model=responses_model(api))
+    return outer, events
+
+
+def header_of(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+
+
+def children_of(path: Path) -> list[Path]:
+    """The other trace files beside *path* (its sub-agents' sessions)."""
+    return sorted(p for p in path.parent.glob("*.jsonl") if p != path)
+
+
+def parent_trace(inner_result: str) -> list[dict[str, Any]]:
+    return [
+        *INPUTS,
+        {"role": "assistant", "content": "", "toolCalls": [call("call_ask01", "ask_weather", ASK.arguments_json)], "model": MODEL},
+        result("call_ask01", inner_result),
+        {"role": "assistant", "content": OUTER_ANSWER, "model": MODEL},
+    ]
+
+
+def call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "function": {"name": name, "arguments": arguments}}
+
+
+@pytest.mark.parametrize("mode", ["run", "run_streamed", "inner_on_stream"])
+async def test_an_agent_run_as_a_tool_records_a_linked_child_session(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, messages_of: Any, mode: str
+) -> None:
+    """``agent.as_tool()``: the inner agent's run is a child session beside the
+    parent's file, named after the inner agent and linked to the parent's call
+    (the provider's id); the parent holds the call and the inner agent's answer
+    as the SDK returned it, and nothing of the inner run."""
+    outer, events = agent_tool_setup(fake_api, stream_inner=mode == "inner_on_stream")
+    fake_api.script(
+        ScriptedReply(text=None, tool_calls=(ASK,)),  # planner
+        ScriptedReply(text=None, tool_calls=(DEFAULT_TOOL_CALLS[0],)),  # weather reporter
+        ScriptedReply(text=INNER_ANSWER),  # weather reporter
+        ScriptedReply(text=OUTER_ANSWER),  # planner
+    )
+    path = new_trace(tmp_path)
+    async with Session(path, harness="planner-app") as parent:
+        if mode == "run_streamed":
+            run: Any = Runner.run_streamed(outer, USER)
+            async for _ in run.stream_events():
+                pass
+        else:
+            run = await Runner.run(outer, USER)
+    assert run.final_output == OUTER_ANSWER
+    assert (len(events) > 0) == (mode == "inner_on_stream")
+    assert messages_of(path) == parent_trace(INNER_ANSWER)
+    assert "parentSessionId" not in header_of(path)
+    [child_path] = children_of(path)
+    header = header_of(child_path)
+    assert child_path == path.parent / f"{path.stem}.{header['id']}.jsonl"
+    assert header["harness"] == "planner-app"
+    assert header["name"] == "weather reporter"
+    assert header["parentSessionId"] == parent.id
+    assert header["parentToolCallId"] == "call_ask01"
+    assert messages_of(child_path) == [
+        {"role": "system", "content": INNER_SYSTEM},
+        {"role": "user", "content": "Paris"},
+        {"role": "assistant", "content": "", "toolCalls": [call("call_weather01", "get_weather", WEATHER_ARGS)], "model": MODEL},
+        result("call_weather01", WEATHER_RESULT),
+        {"role": "assistant", "content": INNER_ANSWER, "model": MODEL},
+    ]
+
+
+async def test_an_agent_tool_that_stops_ends_its_child_session_with_the_reason(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, messages_of: Any
+) -> None:
+    """The inner run hits its ``max_turns``: the child session answers its open
+    call and ends saying why; the parent's call gets the SDK's error text as
+    its result, unchanged, and the planner goes on."""
+    outer, _ = agent_tool_setup(fake_api, inner_max_turns=1)
+    fake_api.script(
+        ScriptedReply(text=None, tool_calls=(ASK,)),
+        ScriptedReply(text=None, tool_calls=(DEFAULT_TOOL_CALLS[0],)),
+        ScriptedReply(text=OUTER_ANSWER),
+    )
+    path = new_trace(tmp_path)
+    async with Session(path) as parent:
+        await Runner.run(outer, USER)
+    parent_messages = messages_of(path)
+    sent_back = fake_api.requests[-1].body["input"]
+    error_output = next(i["output"] for i in sent_back if i.get("type") == "function_call_output")
+    assert error_output == "An error occurred while running the tool. Please try again."  # the SDK's default
+    assert parent_messages == parent_trace(error_output)
+    [child_path] = children_of(path)
+    assert header_of(child_path)["parentSessionId"] == parent.id
+    assert header_of(child_path)["parentToolCallId"] == "call_ask01"
+    assert messages_of(child_path) == [
+        {"role": "system", "content": INNER_SYSTEM},
+        {"role": "user", "content": "Paris"},
+        {"role": "assistant", "content": "", "toolCalls": [call("call_weather01", "get_weather", WEATHER_ARGS)], "model": MODEL},
+        result("call_weather01", WEATHER_RESULT),
+        {"role": "system", "content": "The agent run stopped: Max turns (1) exceeded"},
+    ]
+
+
+async def test_a_run_inside_a_plain_function_tool_without_its_context_stays_in_the_session(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, messages_of: Any
+) -> None:
+    """Only a run given the tool's ``ToolContext`` (what ``as_tool`` does) is a
+    sub-agent run: one started without it records into the current session, as before."""
+    inner = Agent(name="weather reporter", instructions=INNER_SYSTEM, tools=[], model=responses_model(fake_api))
+
+    @function_tool
+    async def ask_weather(input: str) -> str:
+        """Ask the weather agent."""
+        return str((await Runner.run(inner, input)).final_output)
+
+    outer = Agent(name="planner", instructions=SYSTEM, tools=[ask_weather], model=responses_model(fake_api))
+    fake_api.script(
+        ScriptedReply(text=None, tool_calls=(ASK,)),
+        ScriptedReply(text=INNER_ANSWER),
+        ScriptedReply(text=OUTER_ANSWER),
+    )
+    path = new_trace(tmp_path)
+    async with Session(path):
+        await Runner.run(outer, USER)
+    assert children_of(path) == []
+    messages = messages_of(path)
+    assert {"role": "user", "content": "Paris"} in messages
+    assert messages[-1] == {"role": "assistant", "content": OUTER_ANSWER, "model": MODEL}
+
+
+@pytest.mark.parametrize("usage", [True, False])
+async def test_an_agent_tools_child_session_keeps_its_parents_settings(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, usage: bool
+) -> None:
+    """The child records under the parent's settings: ``usage=False`` on the
+    parent leaves token usage out of the child too (and in when it is on)."""
+    outer, _ = agent_tool_setup(fake_api)
+    fake_api.script(
+        ScriptedReply(text=None, tool_calls=(ASK,)),
+        ScriptedReply(text=None, tool_calls=(DEFAULT_TOOL_CALLS[0],)),
+        ScriptedReply(text=INNER_ANSWER),
+        ScriptedReply(text=OUTER_ANSWER),
+    )
+    path = new_trace(tmp_path)
+    async with Session(path, usage=usage):
+        await Runner.run(outer, USER)
+    [child_path] = children_of(path)
+    for trace_path in (path, child_path):
+        lines = [json.loads(line) for line in trace_path.read_text(encoding="utf-8").splitlines()[1:]]
+        with_usage = [entry["message"] for entry in lines if "usage" in entry["message"]]
+        assert bool(with_usage) == usage, trace_path
+
+
+@pytest.mark.parametrize("model", ["responses", "chat"])
+async def test_parallel_agent_tools_each_record_their_own_linked_child(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, messages_of: Any, model: str
+) -> None:
+    """Two agents run as tools in one turn (concurrently, in the SDK's tool
+    tasks): each run is its own child session linked to its own call, holding
+    only its own conversation; the parent holds both calls and both outputs."""
+    make = responses_model if model == "responses" else chat_model
+    reporters = [
+        Agent(name=f"reporter {n}", instructions=SYSTEM, tools=[get_weather, get_time], model=make(fake_api))
+        for n in ("a", "b")
+    ]
+    asks = [r.as_tool(tool_name=f"ask_{n}", tool_description="Ask a reporter.") for r, n in zip(reporters, "ab")]
+    outer = Agent(name="planner", instructions=SYSTEM, tools=asks, model=make(fake_api))
+    calls = (
+        ScriptedToolCall("ask_a", {"input": "Paris, please"}, "ask01"),
+        ScriptedToolCall("ask_b", {"input": "Paris, now"}, "ask02"),
+    )
+    fake_api.script(ScriptedReply(text=None, tool_calls=calls))  # then the fake server's default planning
+    path = new_trace(tmp_path)
+    async with Session(path) as parent:
+        run = await Runner.run(outer, USER)
+    inner_answer = fake_api.answer_for([WEATHER_RESULT, TIME_RESULT])
+    assert messages_of(path) == [
+        *INPUTS,
+        {"role": "assistant", "content": "", "toolCalls": [call(c.call_id, c.name, c.arguments_json) for c in calls], "model": MODEL},
+        result("call_ask01", inner_answer),
+        result("call_ask02", inner_answer),
+        answer(fake_api, inner_answer, inner_answer),
+    ]
+    assert run.final_output == fake_api.answer_for([inner_answer, inner_answer])
+    children = {header_of(p)["parentToolCallId"]: p for p in children_of(path)}
+    assert sorted(children) == ["call_ask01", "call_ask02"]
+    for call_id, name, prompt in (("call_ask01", "reporter a", "Paris, please"), ("call_ask02", "reporter b", "Paris, now")):
+        header = header_of(children[call_id])
+        assert header["parentSessionId"] == parent.id and header["name"] == name
+        assert messages_of(children[call_id]) == [
+            {"role": "system", "content": SYSTEM},
+            {"role": "user", "content": prompt},
+            *full_run(fake_api)[2:],
+        ]

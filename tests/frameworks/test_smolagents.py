@@ -502,6 +502,9 @@ def test_the_child_session_hook_records_a_managed_agents_run(
     for child_session_ in child_sessions:
         child_session_.close()  # the hook's caller closes what it opened
     assert len(seen) == 1 and seen[0][0] is parent and seen[0][1] is worker
+    # Opened by ststrace inside the manager's call: linked like a default child.
+    header = json.loads(child_path.read_text(encoding="utf-8").splitlines()[0])
+    assert header["parentSessionId"] == parent.id and header["parentToolCallId"] == "call_delegate04"
     seen_task = seen[0][2]
     assert "Weather in Paris?" in seen_task
     child = messages_of(child_path)
@@ -510,6 +513,172 @@ def test_the_child_session_hook_records_a_managed_agents_run(
     assert child[2]["toolCalls"] == [call("call_weather01", "get_weather", '{"city":"Paris"}')]
     assert child[-1] == {"role": "assistant", "content": "Sunny", "model": MODEL}
     assert len(messages_of(trace)) == 7
+
+
+def header_of(path: Path) -> dict[str, Any]:
+    return json.loads(path.read_text(encoding="utf-8").splitlines()[0])
+
+
+def children_of(path: Path) -> list[Path]:
+    """The trace files beside *path*: its sub-agents' sessions."""
+    return sorted(p for p in path.parent.glob("*.jsonl") if p != path)
+
+
+def worker_trace(worker: Any, task: str, final_id: str = "call_wfinal05", answer: str = "Sunny") -> list[dict[str, Any]]:
+    return [
+        system_of(worker),
+        {"role": "user", "content": task},
+        {"role": "assistant", "content": "", "toolCalls": [call("call_weather01", "get_weather", '{"city":"Paris"}')], "model": MODEL},
+        {"role": "tool", "content": "Sunny, 21 C", "toolCallId": "call_weather01"},
+        {"role": "assistant", "content": "", "toolCalls": [call(final_id, "final_answer", json.dumps({"answer": answer}, separators=(",", ":")))], "model": MODEL},
+        {"role": "tool", "content": answer, "toolCallId": final_id},
+        {"role": "assistant", "content": answer, "model": MODEL},
+    ]
+
+
+def test_a_managed_agents_run_is_a_linked_child_session_by_default(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """No hook set: the managed agent's run records into a child session beside
+    the manager's file, named after the agent, linked to the manager's call
+    for it; the manager's trace keeps the call and the agent's report."""
+    manager, worker = managed_setup(fake_api)
+    with ststrace.Session(trace, harness="manager-app") as parent:
+        assert manager.run(TASK) == ANSWER
+    report = worker.prompt_templates["managed_agent"]["report"].replace("{{name}}", "weather_agent").replace(
+        "{{final_answer}}", "Sunny"
+    )
+    assert messages_of(trace) == [
+        system_of(manager),
+        {"role": "user", "content": TASK},
+        {"role": "assistant", "content": "", "toolCalls": [call("call_delegate04", "weather_agent", '{"task":"Weather in Paris?"}')], "model": MODEL},
+        {"role": "tool", "content": report.strip(), "toolCallId": "call_delegate04"},
+        {"role": "assistant", "content": "", "toolCalls": [call("call_final03", "final_answer", FINAL.arguments_json)], "model": MODEL},
+        {"role": "tool", "content": ANSWER, "toolCallId": "call_final03"},
+        {"role": "assistant", "content": ANSWER, "model": MODEL},
+    ]
+    [child_path] = children_of(trace)
+    header = header_of(child_path)
+    assert child_path.name == f"trace.{header['id']}.jsonl"
+    assert header["harness"] == "manager-app" and header["name"] == "weather_agent"
+    assert header["parentSessionId"] == parent.id and header["parentToolCallId"] == "call_delegate04"
+    child = messages_of(child_path)
+    assert "Weather in Paris?" in child[1]["content"]
+    assert child == worker_trace(worker, child[1]["content"])
+    assert "parentSessionId" not in header_of(trace)
+
+
+def test_parallel_managed_agent_calls_each_link_to_their_own_call(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """Two managed-agent calls in one step run on smolagents' tool threads; each
+    run is its own child session, linked to the call that ran it."""
+    worker = ToolCallingAgent(
+        tools=[get_weather], model=openai_model(fake_api), name="weather_agent", description="Finds the weather.",
+        verbosity_level=LogLevel.OFF,
+    )
+    manager = ToolCallingAgent(
+        tools=[], model=openai_model(fake_api), managed_agents=[worker], verbosity_level=LogLevel.OFF,
+        max_tool_threads=1,  # the thread pool runs them in order, so the script is deterministic
+    )
+    first = ScriptedToolCall("weather_agent", {"task": "Weather in Paris?"}, "delegate04")
+    second = ScriptedToolCall("weather_agent", {"task": "Weather in Lyon?"}, "delegate06")
+    fake_api.script(
+        ScriptedReply(text=None, tool_calls=(first, second)),
+        ScriptedReply(text=None, tool_calls=(WEATHER,)),
+        ScriptedReply(text=None, tool_calls=(ScriptedToolCall("final_answer", {"answer": "Sunny"}, "wfinal05"),)),
+        ScriptedReply(text=None, tool_calls=(WEATHER,)),
+        ScriptedReply(text=None, tool_calls=(ScriptedToolCall("final_answer", {"answer": "Cloudy"}, "wfinal07"),)),
+        FINAL_REPLY,
+    )
+    with ststrace.Session(trace) as parent:
+        assert manager.run(TASK) == ANSWER
+    manager_messages = messages_of(trace)
+    reports = {m["toolCallId"]: m["content"] for m in manager_messages if m["role"] == "tool"}
+    assert "Sunny" in reports["call_delegate04"] and "Cloudy" in reports["call_delegate06"]
+    children = {header_of(p)["parentToolCallId"]: p for p in children_of(trace)}
+    assert sorted(children) == ["call_delegate04", "call_delegate06"]
+    for call_id, (city, answer, final_id) in {
+        "call_delegate04": ("Paris", "Sunny", "call_wfinal05"),
+        "call_delegate06": ("Lyon", "Cloudy", "call_wfinal07"),
+    }.items():
+        assert header_of(children[call_id])["parentSessionId"] == parent.id
+        child = messages_of(children[call_id])
+        assert f"Weather in {city}?" in child[1]["content"]
+        assert child == worker_trace(worker, child[1]["content"], final_id, answer)
+
+
+def test_a_managed_agent_called_from_code_agent_code_links_to_the_code_action(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """A ``CodeAgent`` manager calls its managed agent from the code it writes,
+    which smolagents runs in an executor thread: the agent's run is still a
+    child session, linked to the code action's ``python_interpreter`` call."""
+    worker = ToolCallingAgent(
+        tools=[get_weather], model=openai_model(fake_api), name="weather_agent", description="Finds the weather.",
+        verbosity_level=LogLevel.OFF,
+    )
+    manager = CodeAgent(tools=[], model=openai_model(fake_api), managed_agents=[worker], verbosity_level=LogLevel.OFF)
+    code = 'report = weather_agent(task="Weather in Paris?")\nfinal_answer("Sunny")'
+    fake_api.script(
+        ScriptedReply(text=f"<code>\n{code}\n</code>"),
+        ScriptedReply(text=None, tool_calls=(WEATHER,)),
+        ScriptedReply(text=None, tool_calls=(ScriptedToolCall("final_answer", {"answer": "Sunny"}, "wfinal05"),)),
+    )
+    with ststrace.Session(trace) as parent:
+        assert manager.run(TASK) == "Sunny"
+    manager_messages = messages_of(trace)
+    assert [m["role"] for m in manager_messages] == ["system", "user", "assistant", "tool", "assistant"]
+    [action] = manager_messages[2]["toolCalls"]
+    assert action["id"] == "call_1" and action["function"]["name"] == "python_interpreter"
+    assert json.loads(action["function"]["arguments"]) == {"code": code}
+    [child_path] = children_of(trace)
+    header = header_of(child_path)
+    assert header["parentSessionId"] == parent.id and header["parentToolCallId"] == "call_1"
+    assert header["name"] == "weather_agent"
+    child = messages_of(child_path)
+    assert child == worker_trace(worker, child[1]["content"])
+
+
+def test_a_managed_agent_whose_run_fails_leaves_a_closed_linked_child(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None
+) -> None:
+    """The managed agent's model cannot be reached: its child session holds its
+    prompt, is closed and validates; the manager's call is answered with the
+    error smolagents reports to the manager, which goes on."""
+    dead = OpenAIServerModel(
+        model_id=MODEL, api_base="http://127.0.0.1:9/v1", api_key="test", client_kwargs={"max_retries": 0, "timeout": 5}
+    )
+    worker = ToolCallingAgent(
+        tools=[get_weather], model=dead, name="weather_agent", description="Finds the weather.", verbosity_level=LogLevel.OFF
+    )
+    manager = ToolCallingAgent(tools=[], model=openai_model(fake_api), managed_agents=[worker], verbosity_level=LogLevel.OFF)
+    delegate = ScriptedToolCall("weather_agent", {"task": "Weather in Paris?"}, "delegate04")
+    fake_api.script(ScriptedReply(text=None, tool_calls=(delegate,)), FINAL_REPLY)
+    with ststrace.Session(trace) as parent:
+        assert manager.run(TASK) == ANSWER
+    manager_messages = messages_of(trace)
+    failed = next(m for m in manager_messages if m.get("toolCallId") == "call_delegate04")
+    assert "weather_agent" in failed["content"] and "Error" in failed["content"]
+    [child_path] = children_of(trace)
+    header = header_of(child_path)
+    assert header["parentSessionId"] == parent.id and header["parentToolCallId"] == "call_delegate04"
+    child = messages_of(child_path)
+    assert [m["role"] for m in child] == ["system", "user"]
+    assert "Weather in Paris?" in child[1]["content"]
+
+
+def test_the_child_session_hook_returning_none_mutes_the_managed_run(
+    messages_of: Messages, fake_api: FakeAPI, trace: Path, instrumented_all: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``child_session`` replaced by one returning ``None``: no child file, and
+    the manager's trace is the same (the run records nowhere)."""
+    monkeypatch.setattr(integration, "child_session", lambda parent, agent, task: None)
+    manager, _ = managed_setup(fake_api)
+    with ststrace.Session(trace):
+        assert manager.run(TASK) == ANSWER
+    assert children_of(trace) == []
+    assert [m["role"] for m in messages_of(trace)] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
 
 
 # --------------------------------------------------------------------------- the user's program is unchanged
