@@ -130,7 +130,8 @@ _MAX_STEM = 160
 def child_path(parent: Session, child_id: str) -> Path:
     """``<parent's stem>.<child id>.jsonl`` beside the parent's file, so a run's
     files sort together (``ststrace view DIR`` links them by header, not name)."""
-    directory, stem = parent._path.parent, parent._path.stem
+    path = parent._trace_path
+    directory, stem = path.parent, path.stem
     if len(stem.encode("utf-8", "surrogateescape")) + len(child_id) + 1 > _MAX_STEM:
         return directory / f"{child_id}.jsonl"
     return directory / f"{stem}.{child_id}.jsonl"
@@ -165,4 +166,5 @@ def new_child(parent: Session, name: str | None = None) -> Session:
     )
     # The very guard object: same redactor (also a user's own) and field cap.
     child._guard = parent._guard
+    child._screen = parent._screen  # the guard's screen, kept beside it for s.user()
     return child
