@@ -3,8 +3,8 @@
 CrewAI cannot be installed beside the pinned ``openai==3.57.0``: every release
 (0.1.0 to 1.15.30) requires ``openai<3`` (1.15.30: ``openai>=2.30.0,<3``), so
 it is not in the ``test`` extra and these tests skip in the main environment.
-``make test`` runs them a second time in ``.venv-crewai``, made from the
-``test-crewai`` extra (crewai 1.15.30, openai 2.54.0, litellm 1.110.2).
+``make test`` runs them first in ``.venv-openai2``, made from the
+``test-openai2`` extra (crewai 1.15.30, openai 2.54.0, litellm 1.110.2).
 
 CrewAI's telemetry and tracing are switched off (``tests/frameworks/conftest.py``
 and ``OTEL_SDK_DISABLED`` below); the network guard fails a test that tries
@@ -21,7 +21,10 @@ import pytest
 
 pytest.importorskip(
     "crewai",
-    reason="crewai is not installed: every CrewAI release requires openai<3, the test extra pins openai==3.57.0",
+    reason=(
+        "crewai is not installed: every CrewAI release requires openai<3 and the test extra pins openai==3.57.0; "
+        "`make test` runs these in .venv-openai2 (the test-openai2 extra)"
+    ),
 )
 
 from crewai import LLM, Agent, Crew, Task  # noqa: E402
