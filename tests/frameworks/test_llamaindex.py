@@ -30,14 +30,14 @@ import pytest
 
 pytest.importorskip("llama_index.core", reason="llama-index-core is not installed (pip install 'ststrace[test]')")
 
-from llama_index.core.agent.workflow import FunctionAgent, ReActAgent  # noqa: E402
+from llama_index.core.agent.workflow import AgentWorkflow, FunctionAgent, ReActAgent  # noqa: E402
 from llama_index.core.llms import ChatMessage  # noqa: E402
 from llama_index.core.memory import ChatMemoryBuffer  # noqa: E402
 from llama_index.core.tools import FunctionTool  # noqa: E402
 
 import ststrace  # noqa: E402
 from ststrace._instrument import instrumented as patched_now  # noqa: E402
-from ststrace.testing import FakeAPI, RecordedRequest, ScriptedReply  # noqa: E402
+from ststrace.testing import FakeAPI, RecordedRequest, ScriptedReply, ScriptedToolCall  # noqa: E402
 from test_instrument_helpers import instrumented  # noqa: E402
 
 pytestmark = [
@@ -45,7 +45,9 @@ pytestmark = [
     # LlamaIndex's own pydantic models (its workflows inspect every attribute of an agent).
     pytest.mark.filterwarnings("ignore:The `__fields__` attribute is deprecated:DeprecationWarning"),
     pytest.mark.filterwarnings("ignore:The `__fields_set__` attribute is deprecated:DeprecationWarning"),
-    pytest.mark.filterwarnings("ignore:Accessing the 'model_(computed_)?fields' attribute on the instance:DeprecationWarning"),
+    pytest.mark.filterwarnings(
+        "ignore:Accessing the 'model_(computed_)?fields' attribute on the instance:DeprecationWarning"
+    ),
     pytest.mark.filterwarnings("ignore:is_running called from within a step:DeprecationWarning"),
 ]
 
@@ -168,7 +170,12 @@ FUNCTION_AGENT_TRACE = [
     },
     {"role": "tool", "content": "Sunny, 21 C", "toolCallId": "call_weather01"},
     {"role": "tool", "content": "15:00", "toolCallId": "call_time02"},
-    {"role": "assistant", "content": ANSWER, "reasoningContent": "The tool results answer the question.", "model": MODEL},
+    {
+        "role": "assistant",
+        "content": ANSWER,
+        "reasoningContent": "The tool results answer the question.",
+        "model": MODEL,
+    },
 ]
 
 
@@ -233,13 +240,67 @@ def test_function_agent_run_from_sync_code(
     assert messages_of(trace) == FUNCTION_AGENT_TRACE
 
 
+async def test_agent_workflow_handoff(fake_api: FakeAPI, trace: Path, messages_of: Messages, llm: LLMFactory) -> None:
+    """``AgentWorkflow``: the root agent hands off to another agent, which
+    uses a tool. One session holds the whole run; the second agent's system
+    prompt appears where it takes over; every call is answered by its id."""
+    fake_api.script(
+        ScriptedReply(
+            tool_calls=(ScriptedToolCall("handoff", {"to_agent": "weather", "reason": "weather"}, "hand01"),)
+        ),
+        ScriptedReply(tool_calls=(ScriptedToolCall("get_weather", {"city": "Paris"}, "weather01"),)),
+        ScriptedReply(text="Sunny in Paris."),
+    )
+    router = FunctionAgent(
+        name="router",
+        description="Routes questions.",
+        system_prompt="You route.",
+        llm=llm(fake_api),
+        can_handoff_to=["weather"],
+    )
+    weather = FunctionAgent(
+        name="weather", description="Knows the weather.", system_prompt=SYSTEM, llm=llm(fake_api), tools=[get_weather]
+    )
+    workflow = AgentWorkflow(agents=[router, weather], root_agent="router")
+    async with ststrace.Session(trace):
+        assert await run(workflow) == "Sunny in Paris."
+    handed_off = [
+        m
+        for m in sent_messages(fake_api.requests[1])
+        if m.get("role") == "tool" or m.get("type") == "function_call_output"
+    ]
+    assert len(handed_off) == 1
+    handoff_output = handed_off[0].get("content", handed_off[0].get("output"))
+    assert handoff_output.startswith("Agent weather is now handling the request")
+    assert messages_of(trace) == [
+        {"role": "system", "content": "You route."},
+        {"role": "user", "content": PROMPT},
+        {
+            "role": "assistant",
+            "content": "",
+            "toolCalls": [call("call_hand01", "handoff", '{"to_agent":"weather","reason":"weather"}')],
+            "model": MODEL,
+        },
+        {"role": "tool", "content": handoff_output, "toolCallId": "call_hand01"},
+        {"role": "system", "content": SYSTEM},
+        {
+            "role": "assistant",
+            "content": "",
+            "toolCalls": [call("call_weather01", "get_weather", '{"city":"Paris"}')],
+            "model": MODEL,
+        },
+        {"role": "tool", "content": "Sunny, 21 C", "toolCallId": "call_weather01"},
+        {"role": "assistant", "content": "Sunny in Paris.", "model": MODEL},
+    ]
+
+
 async def _ask(model: Any, method: str, history: list[Any], tools: list[Any] | None = None) -> Any:
     """One LLM call through *method*; streams are drained, their last chunk returned."""
     kwargs: dict[str, Any] = (
         {"tools": tools, "chat_history": history, "allow_parallel_tool_calls": True} if tools else {"messages": history}
     )
     name = method + ("_with_tools" if tools else "")
-    if name.startswith("chat") or name.startswith("stream_chat"):
+    if not name.startswith("a"):  # chat, stream_chat: synchronous
         result = getattr(model, name)(**kwargs)
     else:
         result = await getattr(model, name)(**kwargs)
@@ -278,6 +339,7 @@ async def test_llm_tool_loop_by_hand(
     assert len(fake_api.requests) == 2
     assert all(r.stream == method.endswith("stream_chat") for r in fake_api.requests)
     assert messages_of(trace) == FUNCTION_AGENT_TRACE
+
 
 # --------------------------------------------------------------------------- ReActAgent
 
