@@ -85,9 +85,7 @@ def expected(api: FakeAPI) -> list[dict[str, Any]]:
             "role": "assistant",
             "content": "Let me look that up.",
             "reasoningContent": "I should call get_weather.",
-            "toolCalls": [
-                {"id": "call_weather01", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}
-            ],
+            "toolCalls": [{"id": "call_weather01", "function": {"name": "get_weather", "arguments": '{"city":"Paris"}'}}],
             "model": MODEL,
         },
         {"role": "tool", "content": "Sunny, 21 C", "toolCallId": "call_weather01"},
