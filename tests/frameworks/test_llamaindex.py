@@ -341,6 +341,30 @@ async def test_llm_tool_loop_by_hand(
     assert messages_of(trace) == FUNCTION_AGENT_TRACE
 
 
+async def test_llm_complete(fake_api: FakeAPI, trace: Path, messages_of: Messages, llm: LLMFactory) -> None:
+    """``complete``, ``stream_complete`` and ``acomplete`` (a chat model
+    answers them through chat): each prompt as a user turn, each reply once."""
+    model = llm(fake_api)
+    async with ststrace.Session(trace):
+        assert model.complete("one").text == "Hello from the fake API."
+        assert [r.text for r in model.stream_complete("two")][-1] == "Hello from the fake API."
+        assert (await model.acomplete("three")).text == "Hello from the fake API."
+    reply = {
+        "role": "assistant",
+        "content": "Hello from the fake API.",
+        "reasoningContent": "A short greeting is enough here.",
+        "model": MODEL,
+    }
+    assert messages_of(trace) == [
+        {"role": "user", "content": "one"},
+        reply,
+        {"role": "user", "content": "two"},
+        reply,
+        {"role": "user", "content": "three"},
+        reply,
+    ]
+
+
 # --------------------------------------------------------------------------- ReActAgent
 
 ACTION = 'Thought: I need the weather first.\nAction: get_weather\nAction Input: {"city": "Paris"}'
