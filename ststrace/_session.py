@@ -779,6 +779,12 @@ class Session:
                 role = m.get("role")
                 if role == "tool":
                     cid = m.get("toolCallId")
+                    if not isinstance(cid, str):
+                        # A result sent back without its call's id (CrewAI's
+                        # streamed LiteLLM calls drop it) answers the oldest
+                        # call still waiting, of its tool when it names one.
+                        name = m.get("name")
+                        cid = next((c for c, p in list(self._pending.items()) if name is None or p.name == name), None)
                     # Only results of calls still waiting: a result already
                     # recorded by @tool (or one with no call) is skipped.
                     if isinstance(cid, str) and self._pending.pop(cid, None) is not None:

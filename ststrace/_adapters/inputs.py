@@ -27,10 +27,12 @@ def _looks_like_message(item: Any) -> bool:
     return get(item, "role") is not None or get(item, "type") in _TOOL_OUTPUTS | _ASSISTANT_ITEMS
 
 
-def _tool_message(call_id: Any, content: Any) -> Message:
+def _tool_message(call_id: Any, content: Any, name: Any = None) -> Message:
     message: Message = {"role": "tool", "content": parts_text(content, "\n")}
     if isinstance(call_id, str) and call_id:
         message["toolCallId"] = call_id
+    elif isinstance(name, str) and name:
+        message["name"] = name  # to pair a result that lost its call's id (see Session._record_inputs)
     return message
 
 
@@ -71,7 +73,7 @@ def _message(item: Any) -> list[Message]:
     role = get(item, "role")
     if role in ("tool", "function"):
         call_id = get(item, "tool_call_id") or get(item, "toolCallId")
-        return [_tool_message(call_id, get(item, "content"))]
+        return [_tool_message(call_id, get(item, "content"), get(item, "name"))]
     role = _ROLES.get(role) if isinstance(role, str) else None
     if role == "assistant":
         return [_assistant(item)]
