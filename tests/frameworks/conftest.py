@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 # CrewAI's telemetry and tracing; LiteLLM's price list; huggingface_hub's
 # telemetry. Only flags that switch telemetry off: OTEL_SDK_DISABLED would also
@@ -28,6 +28,7 @@ for _name, _value in {
 import pytest  # noqa: E402
 
 from test_decorators_helpers import assert_paired, calls_by_id, valid_messages  # noqa: E402
+from test_instrument_helpers import instrumented  # noqa: E402
 
 
 def _messages_of(path: Path) -> list[dict[str, Any]]:
@@ -62,3 +63,11 @@ def messages_of() -> Callable[[Path], list[dict[str, Any]]]:
 def trace(tmp_path: Path) -> Path:
     """Where the test's session writes."""
     return tmp_path / "trace.jsonl"
+
+
+@pytest.fixture
+def instrumented_all() -> Iterator[None]:
+    """``ststrace.instrument()`` with no names, as a user writes it; afterwards
+    every original method must be back (a test file may narrow this fixture)."""
+    with instrumented():
+        yield

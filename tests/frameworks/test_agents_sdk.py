@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +57,6 @@ from test_instrument_helpers import (  # noqa: E402
 )
 
 set_tracing_disabled(True)
-
-
-@pytest.fixture
-def instrumented_all() -> Iterator[None]:
-    """``ststrace.instrument()`` with no names, as a user writes it."""
-    ststrace.instrument()
-    try:
-        yield
-    finally:
-        ststrace.uninstrument()
 
 
 @function_tool

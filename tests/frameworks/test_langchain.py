@@ -10,7 +10,6 @@ exactly one call and one result per tool use."""
 from __future__ import annotations
 
 import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,16 +46,6 @@ pytestmark = pytest.mark.filterwarnings("ignore:create_react_agent has been move
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")  # moved to langchain.agents in LangGraph 1.0, still shipped
     from langgraph.prebuilt import create_react_agent  # noqa: E402
-
-
-@pytest.fixture
-def instrumented_all() -> Iterator[None]:
-    """``ststrace.instrument()`` with no names, as a user writes it."""
-    ststrace.instrument()
-    try:
-        yield
-    finally:
-        ststrace.uninstrument()
 
 
 @lc_tool
