@@ -154,6 +154,16 @@ class _Recorder:
         self.worker = worker
         self.outcomes: dict[str, _Outcome] = {}
         self.started = _dt.datetime.now(_dt.timezone.utc)
+        from ._guard import make_guard
+
+        # The session redacts the node id in the header; the file name and the
+        # index must not hold what the header hides (a token in a parametrize id,
+        # or in a failure message), and the index must find the test's file by the
+        # header's (redacted) node id. Same default as Session(redact=True).
+        self._guard = make_guard(True, None)
+
+    def _clean(self, text: str) -> str:
+        return self._guard.text(text) if self._guard is not None else text
 
     # -- xdist: the controller hands its directory to every worker ---------------
 
@@ -183,7 +193,7 @@ class _Recorder:
         worker = os.environ.get("PYTEST_XDIST_WORKER")
         if worker:
             meta["worker"] = worker
-        base = file_name(item.nodeid)
+        base = file_name(self._clean(item.nodeid))
         for n in range(1, 100):
             # A test run twice (reruns, a repeated node id) gets name-2, name-3...
             path = self.directory / (f"{base}.jsonl" if n == 1 else f"{base}-{n}.jsonl")
@@ -215,17 +225,17 @@ class _Recorder:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         if self.worker:
             return
-        state = self.outcomes.setdefault(report.nodeid, _Outcome())
+        state = self.outcomes.setdefault(self._clean(report.nodeid), _Outcome())
         state.duration += report.duration
         xfail = getattr(report, "wasxfail", None)
         if report.failed:
             if state.outcome != "failed":
                 state.outcome = "failed"
-                reason = _failure_reason(report)
+                reason = self._clean(_failure_reason(report))
                 state.reason = reason if report.when == "call" else f"error in {report.when}: {reason}"
         elif report.skipped and state.outcome == "passed":
             state.outcome = "skipped"
-            state.reason = f"xfail: {xfail}" if xfail is not None else _skip_reason(report)
+            state.reason = self._clean(f"xfail: {xfail}" if xfail is not None else _skip_reason(report))
             if xfail == "":
                 state.reason = "xfail"
 

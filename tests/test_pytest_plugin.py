@@ -221,3 +221,29 @@ def test_file_names_are_safe_and_distinct() -> None:
     long_a, long_b = file_name("t.py::test[" + "x" * 300 + "a]"), file_name("t.py::test[" + "x" * 300 + "b]")
     assert long_a != long_b and len(long_a) < 200
     assert "/" not in file_name("../../etc/passwd") and not file_name("../x").startswith(".")
+
+
+def test_a_secret_in_a_parametrize_id_stays_out_of_file_names_and_the_index(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    """A token in a parametrize id (and in the failure message): the header is redacted, and
+    so are the trace's file name and index.json, where the test is listed once, with its file."""
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    pytester.makepyfile(
+        test_tok=(
+            "import pytest\n"
+            f"TOK = 'ghp_' + {token[4:]!r}\n"
+            "@pytest.mark.parametrize('key', [TOK])\n"
+            "def test_key(key):\n"
+            "    assert key == 'plain', 'bad key ' + key\n"
+        )
+    )
+    out = tmp_path / "out"
+    result = pytester.runpytest_subprocess(f"--ststrace={out}", "-p", "no:cacheprovider")
+    result.assert_outcomes(failed=1)
+    names = [p.name for p in out.iterdir()]
+    assert not [n for n in names if token in n], names
+    text = (out / "index.json").read_text()
+    assert token not in text
+    (entry,) = json.loads(text)["tests"]
+    assert entry["outcome"] == "failed" and "[REDACTED:github_token]" in entry["reason"]
+    assert entry["nodeid"] == "test_tok.py::test_key[[REDACTED:github_token]]"
+    assert entry["file"] is not None and lines(out / entry["file"])[0]["pytest"]["nodeid"] == entry["nodeid"]
