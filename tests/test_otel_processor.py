@@ -554,3 +554,37 @@ with tracer.start_as_current_span("open agent"):
         got = messages_of(path)
         n = got[0]["content"][1:].split(".")[0]
         assert [m["content"] for m in got] == [f"{p}{n}.{t}" for t in range(10) for p in ("q", "a")]
+
+
+def test_conversation_ids_that_are_not_file_names_stay_apart(tmp_path: Path) -> None:
+    """Conversation ids that only differ where a file name cannot hold them ("user/1", "user?1"),
+    or past 128 characters, are distinct conversations: distinct files, each with its own
+    otel.conversationId; and "." names one file, the same for each of its traces."""
+    tp = TracerProvider(shutdown_on_exit=False)
+    processor = SpanProcessor(tmp_path)
+    tp.add_span_processor(processor)
+    tracer = tp.get_tracer("t")
+    long = "x" * 200
+    convs = ["user/1", "user?1", long + "A", long + "B", ".", "."]
+    for n, conv in enumerate(convs):
+        with tracer.start_as_current_span("turn"):
+            _span(tracer, "chat", {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.conversation.id": conv,
+                "gen_ai.input.messages": semconv([user(f"q{n}")]),
+                "gen_ai.output.messages": semconv([reply(f"a{n}")]),
+            })
+    tp.shutdown()
+    processor.shutdown()  # a second shutdown is harmless
+    by_conv = {}
+    for path in files(tmp_path):
+        trace = ststrace.read(path)
+        by_conv[trace.header["otel"]["conversationId"]] = [m["content"] for m in messages_of(path)]
+        assert len(path.name) <= 140
+    assert by_conv == {
+        "user/1": ["q0", "a0"],
+        "user?1": ["q1", "a1"],
+        long + "A": ["q2", "a2"],
+        long + "B": ["q3", "a3"],
+        ".": ["q4", "a4", "q5", "a5"],
+    }

@@ -10,6 +10,7 @@ event loop. The worker runs the spans in the order they ended.
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import queue
 import re
@@ -25,7 +26,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span
 from opentelemetry.sdk.trace import SpanProcessor as _SdkSpanProcessor
 
 from .._errors import internal_error, logger
-from .._ids import new_session_id, new_tool_call_id
+from .._ids import new_tool_call_id
 from .._reader import read
 from .._session import Session, _fingerprint
 from .mapping import MARKERS, InputCache, Step, parse_span
@@ -75,9 +76,17 @@ def _ms(ns: int | None) -> int | None:
 
 
 def _session_id(conversation: str) -> str:
-    """A conversation id as a session id (a file name): kept when it is one."""
-    clean = _BAD_ID_CHARS.sub("_", conversation)[:128]
-    return clean if clean not in ("", ".", "..") else new_session_id()
+    """A conversation id as a session id (a file name): kept when it is one.
+
+    Otherwise the file-safe part plus a digest of the whole id: replacing
+    characters or cutting at 128 alone would merge distinct conversations
+    ("user/1" and "user?1") into one file, and a random id would split one
+    conversation ("." over several traces) into many."""
+    clean = _BAD_ID_CHARS.sub("_", conversation)
+    if clean == conversation and len(clean) <= 128 and clean not in ("", ".", ".."):
+        return clean
+    digest = hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    return f"{clean[:100].strip('.')}-{digest}".lstrip("-")
 
 
 class _Remembered:
