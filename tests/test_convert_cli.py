@@ -108,3 +108,22 @@ def test_standalone_entry_point(tmp_path: Path) -> None:
     assert proc.stderr == ""
     assert proc.stdout.startswith("converted 1 of 1 file into 2 traces")
     assert sorted(p.name for p in out.iterdir()) == ["openai_chats-1.jsonl", "openai_chats-2.jsonl"]
+
+
+def test_rerun_into_an_output_directory_inside_the_input_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``convert sessions/ -o sessions/sts`` twice: the second run does not take the first run's
+    outputs for inputs (which failed every one of them, exit 1); --skip-existing skips them all."""
+    src = tmp_path / "sessions"
+    src.mkdir()
+    for name in ("pi_v1.jsonl", "claude_sidechain.jsonl"):
+        (src / name).write_bytes((FIXTURES / name).read_bytes())
+    out = src / "sts"
+    assert run_convert(_parse(["convert", str(src), "-o", str(out)])) == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    capsys.readouterr()
+    assert run_convert(_parse(["convert", str(src), "-o", str(out), "--skip-existing"])) == 0
+    stdout, stderr = capsys.readouterr()
+    assert stderr == ""
+    assert stdout.strip().startswith("converted 2 of 2 files into 0 traces")
+    assert "3 skipped" in stdout
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first

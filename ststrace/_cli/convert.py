@@ -103,17 +103,24 @@ def _isatty(stream: TextIO) -> bool:
         return False
 
 
-def _inputs(names: list[str]) -> tuple[list[Path], int]:
+def _inputs(names: list[str], outdir: Path | None = None) -> tuple[list[Path], int]:
     """The files to convert, and how many of them are Claude Code subagent files.
 
     A Claude Code session ``<dir>/<id>.jsonl`` keeps its subagents in
     ``<dir>/<id>/subagents/agent-*.jsonl``: given the session, those come too.
+    A directory's files under *outdir* (a sub-directory of it) are left out: with ``convert dir -o dir/sts``
+    a re-run must not take the last run's outputs for inputs.
     """
+    skip = outdir.resolve() if outdir is not None else None
     out: list[Path] = []
     for name in names:
         p = Path(name)
         if p.is_dir():
-            out.extend(f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
+            found = (f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
+            # Only an output directory strictly below the input one: with `-o dir`
+            # itself, the inputs and outputs cannot be told apart by place.
+            below = skip is not None and skip != p.resolve()
+            out.extend(f for f in found if not below or skip not in f.resolve().parents)
             continue
         out.append(p)
         subagents = p.with_suffix("") / "subagents"
@@ -237,7 +244,7 @@ def run_convert(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"ststrace convert: cannot create {outdir}: {exc}", file=err)
         return 1
-    files, subagents = _inputs(args.inputs)
+    files, subagents = _inputs(args.inputs, outdir)
     if not files:
         print("ststrace convert: no input files (the directories hold no *.jsonl)", file=err)
         return 1
