@@ -185,3 +185,49 @@ def test_cli_to_pi_from_other_agents_and_from_sts(tmp_path: Path, capsys: pytest
     assert run_convert(_parse(["convert", "--to", "pi", "--force", str(sts_of_pi / "pi-v1-session.jsonl"), "-o", str(out)])) == 1
     assert "was not written by ststrace" in capsys.readouterr().err
     assert real_pi.read_bytes() == (FIXTURES / "pi_v1.jsonl").read_bytes()
+
+
+def test_usage_and_sub_agent_links_survive_sts_to_pi_to_sts(tmp_path: Path) -> None:
+    """An STS trace with usage and sub-agent header links -> Pi: each assistant entry carries the
+    trace's token counts (not zeros), the header keeps the links, and Pi -> STS gives both back.
+    A reply without usage gets Pi's required zeros, and reads back without a usage field."""
+    usage = {"input": 10, "output": 5, "cacheRead": 2, "cacheWrite": 0, "totalTokens": 17,
+             "cost": {"input": 1e-5, "output": 1e-5, "cacheRead": 0.0, "cacheWrite": 0.0, "total": 2e-5}}
+    trace = Trace(
+        header={"type": "session", "harness": "ststrace", "id": "child-1", "name": "sub x",
+                "parentSessionId": "parent-1", "parentToolCallId": "call_9"},
+        messages=[
+            {"role": "user", "content": "go", "timestamp": 1751382000000},
+            {"role": "assistant", "content": "done", "model": "m2", "usage": usage, "timestamp": 1751382001000},
+            {"role": "user", "content": "again", "timestamp": 1751382002000},
+            {"role": "assistant", "content": "ok", "model": "m2", "timestamp": 1751382003000},
+        ],
+    )
+    pi = tmp_path / "pi.jsonl"
+    pi.write_bytes(pi_bytes(trace))
+    rows = _rows(pi)
+    assert rows[0]["parentSessionId"] == "parent-1" and rows[0]["parentToolCallId"] == "call_9"
+    replies = [r["message"] for r in rows if r.get("type") == "message" and r["message"]["role"] == "assistant"]
+    assert replies[0]["usage"] == usage
+    assert replies[1]["usage"]["totalTokens"] == 0 and "cost" in replies[1]["usage"]
+    (back,) = convert_file(pi, "pi", redact=False).traces
+    assert back.header["parentSessionId"] == "parent-1" and back.header["parentToolCallId"] == "call_9"
+    assert [m.get("usage") for m in back.messages] == [None, usage, None, None]
+    out = write_trace(back, tmp_path / "back.jsonl")
+    assert [p for p in validate(out) if p.severity == "error"] == []
+
+
+def test_usage_without_cost_gets_no_zero_cost_back(tmp_path: Path) -> None:
+    """STS usage without cost -> Pi (zero cost, as Pi requires) -> STS: still no cost."""
+    trace = Trace(
+        header={"type": "session", "harness": "h", "id": "s1"},
+        messages=[
+            {"role": "user", "content": "go", "timestamp": 1751382000000},
+            {"role": "assistant", "content": "done", "usage": {"input": 3, "output": 4, "cacheRead": 0, "cacheWrite": 0,
+                                                              "totalTokens": 7}, "timestamp": 1751382001000},
+        ],
+    )
+    pi = tmp_path / "pi.jsonl"
+    pi.write_bytes(pi_bytes(trace))
+    (back,) = convert_file(pi, "pi", redact=False).traces
+    assert back.messages[1]["usage"] == trace.messages[1]["usage"]

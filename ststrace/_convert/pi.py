@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
+from .._records import check_usage
 from ._common import Builder, ConvertError, Converted, blocks_text, finish, iter_jsonl, str_or_none, to_ms
 
 HARNESS = "pi"
@@ -83,6 +84,9 @@ def _build(
         timestamp=to_ms(header.get("timestamp")),
         parent_session=str_or_none(header.get("parentSession")),
         source_harness=str_or_none(header.get("harness")),
+        # Sub-agent links, as ``convert --to pi`` keeps them.
+        parentSessionId=str_or_none(header.get("parentSessionId")),
+        parentToolCallId=str_or_none(header.get("parentToolCallId")),
     )
     # The title: the last name given on this branch, else anywhere in the file.
     names = [e.get("name") for e in branch if e.get("type") == "session_info" and isinstance(e.get("name"), str)]
@@ -140,13 +144,14 @@ def _message(b: Builder, msg: Mapping[str, Any], entry_ts: int | None, model: st
             # A failed or aborted model call: say so rather than show nothing.
             text = f"Error: {error}"
         own = str_or_none(msg.get("model"))
-        b.assistant(
+        out = b.assistant(
             text,
             reasoning="\n\n".join(reasoning) or None,
             tool_calls=calls,
             model=(own if own != "unknown" else None) or model,
             timestamp=ts,
         )
+        _usage(b, out, msg.get("usage"))
     elif role == "toolResult":
         b.tool_result(
             str_or_none(msg.get("toolCallId")),
@@ -176,3 +181,20 @@ def _bash_text(msg: Mapping[str, Any]) -> str:
     elif isinstance(msg.get("exitCode"), int) and msg["exitCode"] != 0:
         text += f"\n\nCommand exited with code {msg['exitCode']}"
     return text
+
+
+def _usage(b: Builder, out: dict[str, Any], usage: Any) -> None:
+    """Pi's ``usage`` is the STS usage extension's shape: keep it. All zeros is
+    what Pi (and ``convert --to pi``) writes for a reply without counts: none."""
+    if usage is None:
+        return
+    try:
+        checked = check_usage(usage)
+    except ValueError:
+        b.dropped["invalid_usage"] += 1
+        return
+    if any(checked.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")):
+        cost = checked.get("cost")
+        if isinstance(cost, dict) and not any(cost.values()):
+            del checked["cost"]  # no prices known (Pi's zeros), not a free reply
+        out["usage"] = checked

@@ -13,7 +13,8 @@ the entry before it. Mapping:
   converters and :class:`~ststrace.Session` write it);
 - system -> ``custom_message`` (``customType: "system"``), which Pi shows in
   the conversation and ststrace reads back as a system message;
-- the trace's name -> a ``session_info`` entry.
+- the trace's name -> a ``session_info`` entry; its sub-agent links stay in the
+  header; each reply's ``usage`` is its Pi ``usage`` (zeros when it has none).
 
 The header also says ``convertedBy: "ststrace"``, so ``--force`` can tell its
 own output from a Pi session it must not replace.
@@ -34,14 +35,31 @@ __all__ = ["CONVERTED_BY", "pi_bytes", "pi_lines"]
 
 CONVERTED_BY = "ststrace"
 
-_USAGE = {
-    "input": 0,
-    "output": 0,
-    "cacheRead": 0,
-    "cacheWrite": 0,
-    "totalTokens": 0,
-    "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0},
-}
+_COUNTS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+_COSTS = ("input", "output", "cacheRead", "cacheWrite", "total")
+
+#: Header fields of an STS trace kept in the Pi header (Pi ignores what it does
+#: not know; ststrace's Pi reader gives them back): the sub-agent links.
+_LINKS = ("parentSessionId", "parentToolCallId")
+
+
+def _usage(value: Any) -> dict[str, Any]:
+    """The message's own token counts in Pi's shape (Pi requires the object on
+    every assistant message: zeros when the trace has none, as Pi writes it)."""
+    src = value if isinstance(value, dict) else {}
+    out: dict[str, Any] = {}
+    for key in _COUNTS:
+        n = src.get(key)
+        out[key] = n if isinstance(n, int) and not isinstance(n, bool) else 0
+    if isinstance(src.get("reasoning"), int) and not isinstance(src["reasoning"], bool):
+        out["reasoning"] = src["reasoning"]
+    raw_cost = src.get("cost")
+    cost: dict[str, Any] = raw_cost if isinstance(raw_cost, dict) else {}
+    out["cost"] = {}
+    for key in _COSTS:
+        x = cost.get(key)
+        out["cost"][key] = x if isinstance(x, (int, float)) and not isinstance(x, bool) else 0
+    return out
 
 
 def _iso(ms: int) -> str:
@@ -81,6 +99,9 @@ def pi_lines(trace: Trace) -> list[dict[str, Any]]:
         "harness": str(header.get("harness") or "ststrace"),
         "convertedBy": CONVERTED_BY,
     }
+    for key in _LINKS:
+        if isinstance(header.get(key), str):
+            head[key] = header[key]
     lines: list[dict[str, Any]] = [head]
     parent: str | None = None
     now = start
@@ -137,7 +158,7 @@ def pi_lines(trace: Trace) -> list[dict[str, Any]]:
                     "api": "unknown",
                     "provider": _provider(this_model or model or ""),
                     "model": this_model or model or "unknown",
-                    "usage": _USAGE,
+                    "usage": _usage(msg.get("usage")),
                     "stopReason": "toolUse" if has_calls else "stop",
                     "timestamp": now,
                 },
