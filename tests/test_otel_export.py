@@ -336,3 +336,21 @@ def test_several_files_become_several_traces_and_round_trip_each(receiver: Recei
     other = ststrace.read(tmp_path / "back" / "other-session.jsonl")
     assert other.header["harness"] == "h2"
     assert [(m["role"], m["content"], m.get("model")) for m in other.messages] == [("user", "ping", None), ("assistant", "pong", "m2")]
+
+
+def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(
+    receiver: Receiver, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--timeout 0`` / ``-1`` / ``nan`` / ``inf``: exit 2 with argparse's line (it was exit 1,
+    "the OTLP receiver did not accept the spans", with nothing wrong at the receiver); and
+    ``export(timeout=0)`` is a ValueError. Nothing is sent."""
+    source = tmp_path / "weather.jsonl"
+    write_source(source)
+    for bad in ("0", "-1", "nan", "inf"):
+        assert main(["otlp", str(source), "--endpoint", receiver.url, f"--timeout={bad}"]) == 2
+        err = capsys.readouterr().err
+        assert "--timeout" in err and "did not accept" not in err
+    for bad_value in (0.0, -1.0, float("nan")):
+        with pytest.raises(ValueError, match="timeout"):
+            export([source], endpoint=receiver.url, timeout=bad_value)
+    assert len(receiver.requests) == 0

@@ -6,7 +6,7 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from ._common import CliError, trace_file
+from ._common import CliError, positive_float, trace_file
 
 HELP = "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"
 
@@ -34,7 +34,8 @@ def setup(p: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="an HTTP header to send (repeatable), e.g. authorization=Bearer\\ TOKEN",
     )
-    p.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS", help="per request (default 10)")
+    # positive_float: 0, negative, nan or inf would only surface as a refused batch.
+    p.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS", help="per request (default 10)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -237,6 +237,9 @@ def export(
     from opentelemetry.sdk.trace.export import SpanExportResult
 
     url = _endpoint(endpoint)
+    # Checked here: the exporter only logs a bad timeout and reports a refused batch.
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
+        raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
     traces = [read(Path(p)) for p in paths]  # every file checked before anything is sent
