@@ -588,3 +588,26 @@ def test_conversation_ids_that_are_not_file_names_stay_apart(tmp_path: Path) -> 
         long + "B": ["q3", "a3"],
         ".": ["q4", "a4", "q5", "a5"],
     }
+
+
+def test_a_secret_in_a_conversation_id_stays_out_of_the_file_name(tmp_path: Path) -> None:
+    """A token used as (part of) gen_ai.conversation.id: the header is redacted, and so is the
+    file name; the file's name and header id agree, and its turns stay in one file."""
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path))
+    tracer = tp.get_tracer("t")
+    for n in range(2):
+        with tracer.start_as_current_span("turn"):
+            _span(tracer, "chat", {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.conversation.id": "chat-" + SECRET,
+                "gen_ai.input.messages": semconv([user(f"q{n}")]),
+                "gen_ai.output.messages": semconv([reply(f"a{n}")]),
+            })
+    tp.shutdown()
+    (path,) = files(tmp_path)
+    assert SECRET not in path.name and SECRET not in path.read_text()
+    header = ststrace.read(path).header
+    assert path.name == header["id"] + ".jsonl"
+    assert header["otel"]["conversationId"] == "chat-[REDACTED:github_token]"
+    assert [m["content"] for m in messages_of(path)] == ["q0", "a0", "q1", "a1"]

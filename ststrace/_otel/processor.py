@@ -75,14 +75,16 @@ def _ms(ns: int | None) -> int | None:
     return None if ns is None else ns // 1_000_000
 
 
-def _session_id(conversation: str) -> str:
+def _session_id(conversation: str, shown: str | None = None) -> str:
     """A conversation id as a session id (a file name): kept when it is one.
 
     Otherwise the file-safe part plus a digest of the whole id: replacing
     characters or cutting at 128 alone would merge distinct conversations
     ("user/1" and "user?1") into one file, and a random id would split one
-    conversation ("." over several traces) into many."""
-    clean = _BAD_ID_CHARS.sub("_", conversation)
+    conversation ("." over several traces) into many. *shown* is the
+    conversation id as redaction leaves it: a secret in it must not reach the
+    file name (a digest of a high-entropy token does not give it away)."""
+    clean = _BAD_ID_CHARS.sub("_", conversation if shown is None else shown)
     if clean == conversation and len(clean) <= 128 and clean not in ("", ".", ".."):
         return clean
     digest = hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:16]
@@ -163,6 +165,10 @@ class SpanProcessor(_SdkSpanProcessor):
         Session(directory, **session_options)
         self._directory = directory
         self._options = session_options
+        from .._guard import make_guard
+
+        # The session redacts the header; the conversation id also names the file.
+        self._id_guard = make_guard(session_options.get("redact", True), None)
         self._max_queue = max_queue
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._live: set[int] = set()  # trace ids seen with a GenAI span (app threads write)
@@ -431,7 +437,11 @@ class SpanProcessor(_SdkSpanProcessor):
             options["harness"] = trace.harness
         if trace.name and "name" not in options:
             options["name"] = trace.name
-        session_id = _session_id(conversation) if conversation is not None else f"{trace_id:032x}"
+        if conversation is not None:
+            shown = self._id_guard.text(conversation) if self._id_guard is not None else conversation
+            session_id = _session_id(conversation, shown)
+        else:
+            session_id = f"{trace_id:032x}"
         remembered = self._closed.pop(key, None)
         try:
             # resume=True appends when the file exists: a conversation seen in an
