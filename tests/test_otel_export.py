@@ -354,3 +354,26 @@ def test_a_timeout_that_is_not_a_positive_number_is_a_usage_error(
         with pytest.raises(ValueError, match="timeout"):
             export([source], endpoint=receiver.url, timeout=bad_value)
     assert len(receiver.requests) == 0
+
+
+def test_a_sub_agent_session_keeps_its_parent_links_through_otlp_and_back(receiver: Receiver, tmp_path: Path) -> None:
+    """A child session (parentSessionId / parentToolCallId in its header, usage on its reply):
+    the spans carry the links, and read back by SpanProcessor the header has them again."""
+    child = tmp_path / "child.jsonl"
+    with Session(child, id="child-1", harness="my-agent", name="research",
+                 metadata={"parentSessionId": "parent-1", "parentToolCallId": "call_7"}) as s:
+        s.record({"role": "user", "content": "look it up", "timestamp": T0})
+        s.record({"role": "assistant", "content": "found it", "model": "gpt-4o", "usage": USAGE, "timestamp": T0 + 1000})
+    export([child], endpoint=receiver.url)
+    spans = receiver.spans()
+    root = next(s for s in spans if s.name.startswith("invoke_agent"))
+    attrs = {a.key: _value(a.value) for a in root.attributes}
+    assert attrs["ststrace.session.parent_session_id"] == "parent-1"
+    assert attrs["ststrace.session.parent_tool_call_id"] == "call_7"
+    processor = SpanProcessor(tmp_path / "back")
+    for span in rebuilt(spans):
+        processor.on_end(span)
+    processor.shutdown()
+    trace = ststrace.read(tmp_path / "back" / "child-1.jsonl")
+    assert trace.header["parentSessionId"] == "parent-1" and trace.header["parentToolCallId"] == "call_7"
+    assert [m.get("usage") for m in trace.messages] == [m.get("usage") for m in ststrace.read(child).messages]

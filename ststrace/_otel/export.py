@@ -101,6 +101,13 @@ def _parts(msg: Mapping[str, Any]) -> dict[str, Any]:
     return {"role": role, "parts": parts}
 
 
+#: Sub-agent header fields and the span attributes that carry them.
+LINK_ATTRIBUTES = {
+    "parentSessionId": "ststrace.session.parent_session_id",
+    "parentToolCallId": "ststrace.session.parent_tool_call_id",
+}
+
+
 def _json(value: Any) -> str:
     return dumps(value).decode()
 
@@ -146,6 +153,10 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
     session_attrs = {"gen_ai.conversation.id": session_id, "ststrace.session.harness": harness}
     if isinstance(header.get("name"), str):
         session_attrs["ststrace.session.name"] = header["name"]
+    # A sub-agent's links to its parent, so a backend (and SpanProcessor) can join them.
+    for key, attr in LINK_ATTRIBUTES.items():
+        if isinstance(header.get(key), str):
+            session_attrs[attr] = header[key]
     root_attrs: dict[str, Any] = {
         "gen_ai.operation.name": "invoke_agent",
         **session_attrs,

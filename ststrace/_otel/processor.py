@@ -65,6 +65,17 @@ def _attributes(span: ReadableSpan) -> Mapping[str, Any] | None:
     return plain if isinstance(plain, dict) else attrs  # type: ignore[no-any-return]
 
 
+#: Span attributes ``ststrace otlp`` writes for a sub-agent session -> header fields.
+_LINKS = {
+    "ststrace.session.parent_session_id": "parentSessionId",
+    "ststrace.session.parent_tool_call_id": "parentToolCallId",
+}
+
+
+def _links(attrs: Mapping[str, Any]) -> dict[str, str]:
+    return {field: attrs[attr] for attr, field in _LINKS.items() if isinstance(attrs.get(attr), str) and attrs[attr]}
+
+
 def _is_root(span: ReadableSpan) -> bool:
     """The root of this process's part of the trace (a parent in another service counts as none)."""
     parent = span.parent
@@ -112,13 +123,14 @@ class _Remembered:
 
 
 class _Trace:
-    __slots__ = ("conversation", "agent", "harness", "name", "keys", "key", "inputs")
+    __slots__ = ("conversation", "agent", "harness", "name", "links", "keys", "key", "inputs")
 
     def __init__(self) -> None:
         self.conversation: str | None = None
         self.agent: str | None = None
         self.harness: str | None = None
         self.name: str | None = None
+        self.links: dict[str, str] = {}  # a sub-agent session's parentSessionId / parentToolCallId
         self.keys: set[str] = set()  # sessions this trace wrote to
         self.key: str | None = None  # where its spans without a conversation id go
         self.inputs = InputCache()
@@ -203,7 +215,8 @@ class SpanProcessor(_SdkSpanProcessor):
             agent = attrs.get("gen_ai.agent.name")
             harness = attrs.get("ststrace.session.harness")
             if conversation or agent or harness:
-                self._put(("start", trace_id, conversation, agent, harness, attrs.get("ststrace.session.name")))
+                name = attrs.get("ststrace.session.name")
+                self._put(("start", trace_id, conversation, agent, harness, name, _links(attrs) if harness else {}))
         except Exception as exc:  # never into the application's span.start()
             internal_error(exc, "ststrace.otel.SpanProcessor.on_start")
 
@@ -314,7 +327,7 @@ class SpanProcessor(_SdkSpanProcessor):
     def _control(self, item: tuple[Any, ...]) -> None:
         kind = item[0]
         if kind == "start":
-            _, trace_id, conversation, agent, harness, name = item
+            _, trace_id, conversation, agent, harness, name, links = item
             trace = self._trace(trace_id)
             if isinstance(conversation, str) and conversation and trace.conversation is None:
                 trace.conversation = conversation
@@ -324,6 +337,8 @@ class SpanProcessor(_SdkSpanProcessor):
                 trace.harness = harness
             if isinstance(name, str) and name:
                 trace.name = name
+            if links and not trace.links:
+                trace.links = links
         elif kind == "root":
             self._end_trace(item[1])
         elif kind == "event":
@@ -388,6 +403,7 @@ class SpanProcessor(_SdkSpanProcessor):
                 trace.harness = harness
                 name = attrs.get("ststrace.session.name")
                 trace.name = name if isinstance(name, str) and name else trace.name
+                trace.links = trace.links or _links(attrs)
             if step.inputs or step.outputs or step.kind == "tool":
                 entry = self._entry(trace_id, trace, step.conversation_id)
                 if entry is not None:
@@ -433,6 +449,8 @@ class SpanProcessor(_SdkSpanProcessor):
         metadata.setdefault("otel", otel_meta)
         if trace.agent:
             metadata.setdefault("agent", trace.agent)
+        for field, value in trace.links.items():
+            metadata.setdefault(field, value)
         if trace.harness and "harness" not in options:
             options["harness"] = trace.harness
         if trace.name and "name" not in options:
