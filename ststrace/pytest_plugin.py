@@ -70,6 +70,11 @@ def pytest_configure(config: pytest.Config) -> None:
             "write --ststrace=DIR, or put --ststrace after the test paths"
         )
     workerinput = getattr(config, "workerinput", None)
+    # The run's id goes into every header, so the index of a directory used by
+    # several runs counts only this one's files; xdist workers get the controller's.
+    run = workerinput.get("ststrace_run") if workerinput is not None else None
+    if not isinstance(run, str) or not run:
+        run = f"{_dt.datetime.now(_dt.timezone.utc).strftime('%Y%m%dT%H%M%S.%fZ')}-{os.getpid()}"
     if workerinput is not None and workerinput.get("ststrace_dir"):
         directory = Path(workerinput["ststrace_dir"])
     else:
@@ -80,7 +85,7 @@ def pytest_configure(config: pytest.Config) -> None:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise pytest.UsageError(f"--ststrace: cannot create {directory}: {exc}") from exc
-    config.pluginmanager.register(_Recorder(directory, worker=workerinput is not None), "ststrace-recorder")
+    config.pluginmanager.register(_Recorder(directory, worker=workerinput is not None, run=run), "ststrace-recorder")
 
 
 def _default_dir(base: Path) -> Path:
@@ -149,9 +154,10 @@ class _Recorder:
     """The plugin when on: sessions around tests (workers / single process) and
     the index (controller / single process)."""
 
-    def __init__(self, directory: Path, worker: bool) -> None:
+    def __init__(self, directory: Path, worker: bool, run: str | None = None) -> None:
         self.directory = directory
         self.worker = worker
+        self.run = run
         self.outcomes: dict[str, _Outcome] = {}
         self.started = _dt.datetime.now(_dt.timezone.utc)
         from ._guard import make_guard
@@ -170,6 +176,7 @@ class _Recorder:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         node.workerinput["ststrace_dir"] = str(self.directory)
+        node.workerinput["ststrace_run"] = self.run
 
     # -- one session per test ------------------------------------------------------
 
@@ -185,7 +192,7 @@ class _Recorder:
     def _open(self, item: pytest.Item) -> Any:
         from ststrace import Session
 
-        meta: dict[str, Any] = {"nodeid": item.nodeid}
+        meta: dict[str, Any] = {"nodeid": item.nodeid, "run": self.run}
         callspec = getattr(item, "callspec", None)
         if callspec is not None:
             meta["parameters"] = {str(k): _jsonable(v) for k, v in callspec.params.items()}
@@ -243,7 +250,7 @@ class _Recorder:
         if self.worker:
             return
         try:
-            write_index(self.directory, self.outcomes, self.started)
+            write_index(self.directory, self.outcomes, self.started, run=self.run)
         except Exception as exc:
             import warnings
 
@@ -259,6 +266,7 @@ def _scan(path: Path) -> dict[str, Any] | None:
     import orjson
 
     nodeid = None
+    run = None
     messages = 0
     usage: dict[str, int] = {}
     cost = 0.0
@@ -273,6 +281,7 @@ def _scan(path: Path) -> dict[str, Any] | None:
                 nodeid = meta.get("nodeid") if isinstance(meta, dict) else None
                 if not isinstance(nodeid, str):
                     return None
+                run = meta.get("run") if isinstance(meta, dict) else None
                 continue
             messages += 1
             msg = record.get("message") if isinstance(record, dict) else None
@@ -284,7 +293,7 @@ def _scan(path: Path) -> dict[str, Any] | None:
                 c = u.get("cost")
                 if isinstance(c, dict) and isinstance(c.get("total"), (int, float)):
                     cost += float(c["total"])
-    info: dict[str, Any] = {"nodeid": nodeid, "messages": messages, "tokens": usage.get("totalTokens", 0)}
+    info: dict[str, Any] = {"nodeid": nodeid, "run": run, "messages": messages, "tokens": usage.get("totalTokens", 0)}
     if usage:
         info["usage"] = usage
     if cost:
@@ -292,8 +301,18 @@ def _scan(path: Path) -> dict[str, Any] | None:
     return info
 
 
-def write_index(directory: Path, outcomes: dict[str, _Outcome], started: _dt.datetime) -> Path:
-    """Write ``DIR/index.json`` atomically; returns its path."""
+def _attempt(name: str, nodeid: str) -> int:
+    """1 for ``<name>.jsonl``, N for ``<name>-N.jsonl`` (the N-th file of one test)."""
+    stem = name[: -len(".jsonl")]
+    base = file_name(nodeid)
+    if stem.startswith(base + "-") and stem[len(base) + 1 :].isdigit():
+        return int(stem[len(base) + 1 :])
+    return 1
+
+
+def write_index(directory: Path, outcomes: dict[str, _Outcome], started: _dt.datetime, run: str | None = None) -> Path:
+    """Write ``DIR/index.json`` atomically; returns its path. With *run*, only the
+    files of that run (a directory may hold earlier runs' files too)."""
     import orjson
 
     files: dict[str, list[tuple[str, dict[str, Any]]]] = {}
@@ -302,8 +321,11 @@ def write_index(directory: Path, outcomes: dict[str, _Outcome], started: _dt.dat
             info = _scan(path)
         except OSError:
             continue
-        if info is not None:
+        if info is not None and (run is None or info["run"] == run):
             files.setdefault(info["nodeid"], []).append((path.name, info))
+    for found in files.values():
+        # In the order written: name.jsonl, name-2.jsonl, ..., name-10.jsonl (not by name).
+        found.sort(key=lambda f: _attempt(f[0], f[1]["nodeid"]))
     tests: list[dict[str, Any]] = []
     totals: dict[str, Any] = {"tests": 0, "passed": 0, "failed": 0, "skipped": 0, "messages": 0, "tokens": 0}
     for nodeid in list(outcomes) + [n for n in files if n not in outcomes]:

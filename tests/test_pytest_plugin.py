@@ -247,3 +247,28 @@ def test_a_secret_in_a_parametrize_id_stays_out_of_file_names_and_the_index(pyte
     assert entry["outcome"] == "failed" and "[REDACTED:github_token]" in entry["reason"]
     assert entry["nodeid"] == "test_tok.py::test_key[[REDACTED:github_token]]"
     assert entry["file"] is not None and lines(out / entry["file"])[0]["pytest"]["nodeid"] == entry["nodeid"]
+
+
+def test_a_directory_used_by_two_runs_indexes_only_the_last_run(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--ststrace=DIR`` twice: the second run's test is written to ``name-2.jsonl``; the index
+    points at that file (it pointed at the first run's), and counts only this run's messages."""
+    pytester.makepyfile(
+        test_flip=(
+            "import os\n"
+            "def test_flip(ststrace_session):\n"
+            "    ststrace_session.user('run ' + os.environ['RUN'])\n"
+            "    assert os.environ['RUN'] == '1'\n"
+        )
+    )
+    out = tmp_path / "out"
+    for run in ("1", "2"):
+        monkeypatch.setenv("RUN", run)
+        result = pytester.runpytest_subprocess(f"--ststrace={out}", "-p", "no:cacheprovider")
+        result.assert_outcomes(**({"passed": 1} if run == "1" else {"failed": 1}))
+    (entry,) = json.loads((out / "index.json").read_text())["tests"]
+    assert entry["outcome"] == "failed"
+    assert entry["file"] == "test_flip.py__test_flip-2.jsonl"
+    assert lines(out / entry["file"])[1]["message"]["content"] == "run 2"
+    assert entry["messages"] == 1 and "files" not in entry
