@@ -174,12 +174,53 @@ def scan_secrets(path: Path, data: bytes, detector: Redactor | None = None) -> l
     return findings
 
 
+def _pi_layout(data: bytes) -> bool:
+    """Whether *data* is a Pi session with a ``harness`` in its header (what
+    ``convert --to pi`` writes; the Hub accepts it beside STS): its entries carry
+    ``parentId``, which no STS line has."""
+    lines = data.split(b"\n", 2)
+    if len(lines) < 2:
+        return False
+    try:
+        head, entry = orjson.loads(lines[0]), orjson.loads(lines[1])
+    except orjson.JSONDecodeError:
+        return False
+    return (
+        isinstance(head, dict)
+        and head.get("type") == "session"
+        and isinstance(head.get("version"), int)
+        and isinstance(head.get("harness"), str)
+        and bool(head["harness"])
+        and isinstance(entry, dict)
+        and "parentId" in entry
+    )
+
+
+def _pi_findings(path: Path) -> list[Finding]:
+    """A Pi session is checked by reading it as Pi: every line whole JSON, and messages."""
+    from ._convert import convert_file
+
+    try:
+        result = convert_file(path, "pi", redact=False)
+    except Exception as exc:
+        return [Finding(path, 0, "pi", " ".join(str(exc).split()) or type(exc).__name__)]
+    findings = []
+    if result.dropped.get("invalid_line"):
+        findings.append(Finding(path, 0, "pi", "a line is not valid JSON"))
+    if not result.traces:
+        findings.append(Finding(path, 0, "pi", "no messages"))
+    return findings
+
+
 def check_file(path: Path, detector: Redactor | None = None) -> tuple[bytes, list[Finding]]:
     """The file's bytes and everything that stops it from being sent."""
     data = path.read_bytes()
     findings = [
         Finding(path, p.line, p.code, p.message) for p in validate(path) if p.severity == "error"
     ]
+    if findings and _pi_layout(data):
+        # Not STS, but Pi's layout (``convert --to pi``): check it as Pi instead.
+        findings = _pi_findings(path)
     if path.read_bytes() != data:
         # Checked one version and would send another: refuse this round.
         findings.append(Finding(path, 0, "changed", "the file changed while it was being checked"))

@@ -469,3 +469,49 @@ def test_sync_in_background_picks_up_new_sessions(tmp_path: Path) -> None:
     assert sum(len(p["add"]) for n, p in api.calls if n == "batch_bucket_files") == 2
     with pytest.raises(ValueError):
         _hub.sync_in_background(tmp_path, "s3://x", api=api)
+
+
+def test_a_pi_layout_file_from_convert_to_pi_is_checked_as_pi_not_refused(tmp_path: Path) -> None:
+    """``convert --to pi`` writes the layout the Hub renders as Pi; upload took every Pi entry
+    for a broken STS line and refused the file. It is checked as a Pi session (the secret scan
+    still applies, and a damaged Pi file is still refused)."""
+    from ststrace._convert.to_pi import pi_bytes
+
+    trace = Trace({"type": "session", "harness": "my-agent", "id": "p1"}, [
+        {"role": "user", "content": "hi", "timestamp": 1751382000000},
+        {"role": "assistant", "content": "", "toolCalls": [{"id": "t1", "function": {"name": "f", "arguments": "{}"}}],
+         "model": "m", "timestamp": 1751382001000},
+        {"role": "tool", "content": "done", "toolCallId": "t1", "timestamp": 1751382002000},
+        {"role": "assistant", "content": "ok", "model": "m", "timestamp": 1751382003000},
+    ])
+    pi = tmp_path / "p1.jsonl"
+    pi.write_bytes(pi_bytes(trace))
+    api = FakeHfApi()
+    (item,) = _hub.upload([pi], repo="alice/t", api=api)
+    assert (item.status, item.findings) == ("uploaded", [])
+    assert api.sent() == {"p1.jsonl": pi.read_bytes()}
+
+    leaky = tmp_path / "leaky.jsonl"
+    leaky.write_bytes(pi_bytes(Trace(trace.header, [{"role": "user", "content": FAKE_TOKEN, "timestamp": 1751382000000}])))
+    (item,) = _hub.upload([leaky], repo="alice/t", dry_run=True)
+    assert item.status == "refused" and [f.kind[:7] for f in item.findings] == ["secret:"]
+
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(pi.read_bytes() + b'{"type":"message","id":"x"\n')
+    (item,) = _hub.upload([torn], repo="alice/t", dry_run=True)
+    assert item.status == "refused" and item.findings
+
+
+def test_cli_upload_shows_at_most_20_findings_per_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A Pi session without a harness (hundreds of non-STS lines) was refused with one line per
+    problem (650 for the sample session); like validate: the first 20 and how many more."""
+    f = tmp_path / "pi.jsonl"
+    rows = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/"}]
+    rows += [{"type": "message", "id": f"{n}", "parentId": None, "message": {"role": "user", "content": [{"type": "text", "text": "x"}]}}
+             for n in range(60)]
+    f.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert run_upload(_parse(["upload", str(f), "--repo", "alice/t", "--dry-run"]), api=FakeHfApi()) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 21
+    assert all(line.startswith(f"ststrace upload: refused {f}:") for line in err[:20])
+    assert err[20].startswith(f"ststrace upload: refused {f}: ... and ") and err[20].endswith("more problems")

@@ -58,6 +58,10 @@ def _quiet_refusals() -> Iterator[None]:
         log.removeFilter(drop)
 
 
+#: Findings printed per refused file.
+MAX_SHOWN = 20
+
+
 def run_upload(args: argparse.Namespace, *, api: Any = None) -> int:
     from .._hub import parse_target, upload
 
@@ -83,8 +87,12 @@ def run_upload(args: argparse.Namespace, *, api: Any = None) -> int:
         return 1
     refused = [i for i in items if i.status == "refused"]
     for item in refused:
-        for finding in item.findings:
+        # As validate does: a file that is not a trace at all must not flood the terminal.
+        for finding in item.findings[:MAX_SHOWN]:
             print(f"ststrace upload: refused {finding}", file=err)
+        if len(item.findings) > MAX_SHOWN:
+            more = len(item.findings) - MAX_SHOWN
+            print(f"ststrace upload: refused {item.path}: ... and {more} more problems", file=err)
     for item in items:
         if item.status in ("uploaded", "would-upload"):
             forced = " (forced past: " + ", ".join(sorted({f.kind for f in item.findings})) + ")" if item.findings else ""
