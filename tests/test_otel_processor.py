@@ -611,3 +611,15 @@ def test_a_secret_in_a_conversation_id_stays_out_of_the_file_name(tmp_path: Path
     assert path.name == header["id"] + ".jsonl"
     assert header["otel"]["conversationId"] == "chat-[REDACTED:github_token]"
     assert [m["content"] for m in messages_of(path)] == ["q0", "a0", "q1", "a1"]
+
+
+def test_a_jsonl_file_as_the_directory_is_refused_at_construction(tmp_path: Path) -> None:
+    """``SpanProcessor("traces/all.jsonl")`` was accepted: the first trace went into that file and
+    every later trace was lost (logged: "cannot resume"). Each trace needs its own file: refused
+    up front; a directory whose name ends in .jsonl is still a directory."""
+    with pytest.raises(ValueError, match="directory"):
+        SpanProcessor(tmp_path / "all.jsonl")
+    assert not (tmp_path / "all.jsonl").exists()
+    odd = tmp_path / "odd.jsonl"
+    odd.mkdir()
+    SpanProcessor(odd).shutdown()

@@ -173,6 +173,13 @@ class SpanProcessor(_SdkSpanProcessor):
             )
         if max_queue <= 0:
             raise ValueError("max_queue must be positive")
+        if directory is not None and os.fspath(directory).endswith(".jsonl") and not os.path.isdir(directory):
+            # Session would take it as one file: the first trace would get it and
+            # every later trace be lost ("cannot resume").
+            raise ValueError(
+                f"SpanProcessor({os.fspath(directory)!r}): give a directory; each trace (or conversation) "
+                "gets its own file in it"
+            )
         # Checked now, with the user's own arguments: a typo fails here, not on a worker thread.
         Session(directory, **session_options)
         self._directory = directory
