@@ -268,7 +268,9 @@ class MessageGuard:
         """*header* with secrets redacted in its keys and values (``type`` is kept).
 
         ``id`` and ``harness`` are redacted like tool-call ids: the same text
-        always gives the same, distinct result.
+        always gives the same, distinct result. So are a sub-agent's links
+        (``parentSessionId``, ``parentToolCallId``): redacted as plain text they
+        would no longer match the parent's (redacted) session id and call id.
         """
         if self.redactor is None:
             return header
@@ -279,7 +281,7 @@ class MessageGuard:
             try:
                 if key == "type":
                     new_key, new = key, value
-                elif key in ("id", "harness") and isinstance(value, str):
+                elif key in _HEADER_IDS and isinstance(value, str):
                     new_key, new = key, self._ident(value)
                 else:
                     new_key = self._redact_value(key, 0, counts)
@@ -643,6 +645,10 @@ class MessageGuard:
         with self._lock:
             for kind, n in counts.items():
                 self.counts[kind] = self.counts.get(kind, 0) + n
+
+
+#: Header fields redacted as ids (see MessageGuard.header).
+_HEADER_IDS = frozenset({"id", "harness", "parentSessionId", "parentToolCallId"})
 
 
 def _holds_secret(redactor: Redactor, value: Any) -> bool:

@@ -191,3 +191,24 @@ def test_model_tool_call_id_is_the_link(fake_api: FakeAPI, tmp_path: Path) -> No
     results = tool_results(tmp_path / "p.jsonl")
     assert results["call_time02"] == "15:00"
     assert results["call_weather01"].startswith("[sub-agent session ")
+
+
+def test_links_holding_a_secret_still_match_the_parent_after_redaction(tmp_path: Path) -> None:
+    """A tool-call id (and a parent session id) holding a token: the parent writes it redacted
+    with a keyed digest; the child's parentToolCallId / parentSessionId were redacted as plain
+    text ("call_[REDACTED:github_token]"), so they no longer named the parent's call or session."""
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    call_id, parent_id = "call_" + token, "run-" + token
+    with Session(tmp_path / "parent.jsonl", id=parent_id) as s:
+        s.user("x")
+        s.assistant("", tool_calls=[{"id": call_id, "name": "research", "arguments": {}}])
+        with tool_scope(s, call_id):
+            with Session(tmp_path / "child.jsonl") as child:
+                child.user("y")
+        s.tool(call_id, "done")
+    parent_header, parent_messages = read(tmp_path / "parent.jsonl")
+    child_header, _ = read(tmp_path / "child.jsonl")
+    text = (tmp_path / "parent.jsonl").read_text() + (tmp_path / "child.jsonl").read_text()
+    assert token not in text
+    assert child_header["parentToolCallId"] == parent_messages[1]["toolCalls"][0]["id"]
+    assert child_header["parentSessionId"] == parent_header["id"]
