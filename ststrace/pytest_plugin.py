@@ -169,7 +169,11 @@ class _Recorder:
         self._guard = make_guard(True, None)
 
     def _clean(self, text: str) -> str:
-        return self._guard.text(text) if self._guard is not None else text
+        if self._guard is None:
+            return text
+        # Through the header's own path, so the result equals the header's node id.
+        value = self._guard.header({"type": "session", "nodeid": text}).get("nodeid")
+        return value if isinstance(value, str) else text
 
     # -- xdist: the controller hands its directory to every worker ---------------
 
