@@ -22,6 +22,7 @@ from openai.types.responses import Response  # noqa: E402
 
 from ststrace import Session  # noqa: E402
 from ststrace.testing import FakeAPI  # noqa: E402
+from test_decorators_helpers import valid_messages  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     ANTHROPIC_TOOLS,
     CHAT_TOOLS,
@@ -470,3 +471,60 @@ def test_safety_net_survives_another_instrumentations_leftover(openai_sync: Any,
     finally:
         if not had_own and "request" in openai.OpenAI.__dict__:
             del openai.OpenAI.request  # undo the leftover for the tests after this one
+
+
+# --------------------------------------------------------------------------- token usage
+
+
+def _usage_of(path: Path) -> list[Any]:
+    return [m.get("usage") for m in valid_messages(path) if m["role"] == "assistant"]
+
+
+_RAW_CALLS: dict[str, tuple[Any, Any]] = {
+    # name: (plain call, the same call through a raw / streaming response)
+    "chat-raw": (
+        lambda o, a: o.chat.completions.create(**chat(o)),
+        lambda o, a: o.chat.completions.with_raw_response.create(**chat(o)).parse(),
+    ),
+    "chat-streaming-response": (
+        lambda o, a: list(o.chat.completions.create(**chat(o), stream=True, stream_options={"include_usage": True})),
+        lambda o, a: o.chat.completions.with_streaming_response.create(
+            **chat(o), stream=True, stream_options={"include_usage": True}
+        ).__enter__().read(),
+    ),
+    "responses-streaming-response": (
+        lambda o, a: list(o.responses.create(**responses(), stream=True)),
+        lambda o, a: list(o.responses.with_streaming_response.create(**responses(), stream=True).__enter__().parse()),
+    ),
+    "anthropic-raw-stream": (
+        lambda o, a: list(a.messages.create(**messages(stream=True))),
+        lambda o, a: list(a.messages.with_raw_response.create(**messages(stream=True)).parse()),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_RAW_CALLS))
+def test_raw_responses_record_the_same_usage_as_plain_calls(
+    openai_sync: Any, anthropic_sync: Any, patched: None, tmp_path: Path, kind: str
+) -> None:
+    """A reply read through ``with_raw_response`` / ``with_streaming_response``
+    (LangChain's ``ChatOpenAI`` always; the Agents SDK's streamed runs) carries
+    the same token usage as the same call made plainly: it used to have none."""
+    plain, raw = _RAW_CALLS[kind]
+    plain_path, raw_path = new_trace(tmp_path), new_trace(tmp_path)
+    with Session(plain_path):
+        plain(openai_sync, anthropic_sync)
+    with Session(raw_path) as s:
+        raw(openai_sync, anthropic_sync)
+        assert s.stats()["usage"].get("totalTokens", 0) > 0
+    usage = _usage_of(plain_path)
+    assert usage and isinstance(usage[0]["totalTokens"], int)
+    assert _usage_of(raw_path) == usage
+
+
+def test_raw_response_usage_is_left_out_with_usage_false(openai_sync: Any, patched: None, tmp_path: Path) -> None:
+    """``Session(usage=False)`` still leaves it out of raw replies."""
+    path = new_trace(tmp_path)
+    with Session(path, usage=False):
+        openai_sync.chat.completions.with_raw_response.create(**chat(openai_sync)).parse()
+    assert _usage_of(path) == [None]
