@@ -395,6 +395,26 @@ class Session:
                 # restores one that is already closed; nothing is current.
                 _context.current.set(None)
 
+    def _answer_open_calls(self, exc: BaseException) -> None:
+        """The ``with`` block ends by *exc* while tool calls the model asked for
+        have no result: a tool raised through the framework (LangGraph's
+        ``ToolNode``, PydanticAI) and nothing recorded what happened. Answer
+        each with the error, so the trace ends with it rather than with
+        unanswered calls (as ``@tool`` and the Agents SDK runner already do)."""
+        if self._closed or not self._pending:
+            return
+        try:
+            from ._decorators import _error_text
+
+            with self._state_lock:
+                open_calls = list(self._pending)
+                self._pending.clear()
+            text = _error_text(exc)
+            for call_id in open_calls:
+                self._tool_result(call_id, text)
+        except Exception as err:
+            internal_error(err, "session end")
+
     def _close_file(self) -> BaseException | None:
         if self._close_done:
             return None
@@ -421,6 +441,8 @@ class Session:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if exc is not None:
+            self._answer_open_calls(exc)
         self._restore_context()
         err = self._close_file()
         if err is not None:
@@ -453,6 +475,8 @@ class Session:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        if exc is not None:
+            self._answer_open_calls(exc)
         self._restore_context()
         err = await _files.run(self._close_file)
         if err is not None:

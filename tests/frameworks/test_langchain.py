@@ -329,3 +329,28 @@ def test_invoke_records_the_token_usage_langchain_reports(
     assert len(reported) == 2 and all(u is not None for u in recorded_usage), recorded_usage
     assert [(u["input"], u["output"]) for u in recorded_usage] == reported
     assert totals["totalTokens"] == sum(r.usage_metadata["total_tokens"] for r in replies)
+
+
+def test_a_tool_that_raises_out_of_the_graph_answers_its_call_with_the_error(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path
+) -> None:
+    """LangGraph's ``ToolNode`` lets a plain exception out of ``invoke``: the user
+    sees the very exception, and the trace ends with the call answered by that
+    error instead of an unanswered call (and nothing after it)."""
+    boom = ValueError("the weather service is down")
+
+    @lc_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        raise boom
+
+    single_tool(fake_api)
+    path = new_trace(tmp_path)
+    with pytest.raises(ValueError) as raised:
+        with Session(path):
+            create_react_agent(model(fake_api), [get_weather]).invoke({"messages": [("user", USER)]})
+    assert raised.value is boom
+    messages = recorded(path)
+    assert messages[-1] == result("call_weather01", "Error: ValueError: the weather service is down")
+    assert messages[-2]["toolCalls"][0]["id"] == "call_weather01"
+    assert ststrace.validate(path) == []
