@@ -214,6 +214,10 @@ class Session:
         self._close_done = False
         self._dropped = 0  # records refused because building them raised
         self._warned_closed = False
+        #: Streamed replies not finished yet (:class:`_adapters.streams.StreamState`):
+        #: one the caller broke out of but still holds is recorded with what
+        #: arrived when the session ends, not dropped as "made after close()".
+        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
 
     # -- path and file ----------------------------------------------------
 
@@ -368,12 +372,14 @@ class Session:
 
     def close(self) -> None:
         """Flush, fsync and close the file; restore the previous current session."""
+        self._finish_streams()
         self._restore_context()
         err = self._close_file()
         if err is not None:
             raise err
 
     async def aclose(self) -> None:
+        self._finish_streams()
         self._restore_context()
         err = await _files.run(self._close_file)
         if err is not None:
@@ -394,6 +400,20 @@ class Session:
                 # Sessions closed in the order they were opened: the token
                 # restores one that is already closed; nothing is current.
                 _context.current.set(None)
+
+    def _finish_streams(self) -> None:
+        """Record the replies of streams still open as the session ends (read
+        partly, then left with ``break``): what arrived so far, once. The
+        caller may go on reading them; later chunks are not recorded."""
+        if not self._streams or self._closed:
+            return
+        try:
+            for state in list(self._streams):
+                if not state.done and state.received:
+                    state.finish(ended=False)
+            self._streams.clear()
+        except Exception as err:
+            internal_error(err, "session end streams")
 
     def _answer_open_calls(self, exc: BaseException) -> None:
         """The ``with`` block ends by *exc* while tool calls the model asked for
@@ -441,6 +461,7 @@ class Session:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._finish_streams()
         if exc is not None:
             self._answer_open_calls(exc)
         self._restore_context()
@@ -475,6 +496,7 @@ class Session:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._finish_streams()
         if exc is not None:
             self._answer_open_calls(exc)
         self._restore_context()

@@ -609,3 +609,33 @@ def test_stateful_responses_turns_are_all_recorded(openai_sync: Any, patched: No
     users = [m["content"] for m in recorded(path) if m["role"] == "user"]
     assert users == ["ok", "ok"]
     assert len(assistants(recorded(path))) == 2
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_stream_left_unfinished_when_the_session_ends_records_what_arrived(
+    openai_sync: Any, openai_async: Any, patched: None, tmp_path: Path, is_async: bool
+) -> None:
+    """``break`` out of a stream the caller still holds, then the ``with
+    Session`` block ends: the reply read so far is recorded before the file
+    closes (it used to be dropped, "a record made after close()"), and the
+    caller can still read the rest of the stream, unchanged."""
+    path = new_trace(tmp_path)
+    if is_async:
+        async with Session(path) as s:
+            stream = await create(openai_async, stream=True)
+            for _ in range(CUT_AFTER):
+                await stream.__anext__()
+        rest = [c async for c in stream]
+    else:
+        with Session(path) as s:
+            stream = create(openai_sync, stream=True)
+            for i, _chunk in enumerate(stream):
+                if i + 1 == CUT_AFTER:
+                    break
+        rest = list(stream)
+    assert rest and rest[-1].choices[0].finish_reason == "tool_calls"
+    assert s.stats()["lost"] == 0
+    assert assistants(recorded(path)) == [
+        {"role": "assistant", "content": "Let me look ", "reasoningContent": REASONING_TOOLS, "model": MODEL}
+    ]
+
