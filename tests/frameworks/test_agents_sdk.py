@@ -630,3 +630,24 @@ async def test_parallel_agent_tools_each_record_their_own_linked_child(
             {"role": "user", "content": prompt},
             *full_run(fake_api)[2:],
         ]
+
+
+async def test_runner_run_streamed_records_the_usage_the_sdk_counts(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path
+) -> None:
+    """A streamed run reads its replies through ``with_streaming_response``: each
+    recorded reply carries its token usage, and the session's totals equal the
+    run's own ``context_wrapper.usage`` (the raw path used to record none)."""
+    path = new_trace(tmp_path)
+    async with Session(path) as s:
+        run = Runner.run_streamed(weather_agent(fake_api), USER)
+        async for _ in run.stream_events():
+            pass
+        totals = s.stats()["usage"]
+    sdk = run.context_wrapper.usage
+    assert sdk.requests == 2 and sdk.total_tokens > 0
+    assert (totals.get("input"), totals.get("output"), totals.get("totalTokens")) == (
+        sdk.input_tokens,
+        sdk.output_tokens,
+        sdk.total_tokens,
+    )
