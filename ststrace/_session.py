@@ -94,9 +94,12 @@ def _new_start(prev: list[int], cur: list[int]) -> int:
 
 
 _MAX_CONVERSATIONS = 8
+_MAX_REPLIES = 64
 
 
-def _continue_conversation(convs: Iterable[list[int]], cur: list[int]) -> tuple[int, int]:
+def _continue_conversation(
+    convs: list[list[int]], cur: list[int], replies: Iterable[int] = ()
+) -> tuple[int, int]:
     """(index in *cur* where new messages begin, which of *convs* it continues or -1).
 
     A planner and its workers, or sub-agents, may share one session, each with
@@ -114,7 +117,27 @@ def _continue_conversation(convs: Iterable[list[int]], cur: list[int]) -> tuple[
         start = _new_start(prev, cur)
         if start > best_start:
             best_start, best_slot = start, slot
+    if best_slot >= 0 and replies:
+        # Checked on the conversation *cur* continues only: another one
+        # lacks the reply as well.
+        anchored = _after_new_reply(convs[best_slot], cur, replies)
+        if anchored is not None:
+            best_start = anchored
     return best_start, best_slot
+
+
+def _after_new_reply(prev: list[int], cur: list[int], replies: Iterable[int]) -> int | None:
+    """Index in *cur* after the last reply this session recorded (*replies*,
+    fingerprints) that *prev* did not hold, if any: that reply answered an
+    earlier call, so what follows it is new. Without this anchor a history kept
+    to a sliding window ([system, reply 1, "ok"] after [system, reply 0, "ok"])
+    had its new "ok" matched to the old one and the user's turn dropped."""
+    recorded = set(replies)  # one C call over ints: no other thread runs meanwhile
+    known = set(prev)
+    for k in range(len(cur) - 1, -1, -1):
+        if cur[k] in recorded and cur[k] not in known:
+            return k + 1
+    return None
 
 
 class Session:
@@ -218,6 +241,8 @@ class Session:
         #: one the caller broke out of but still holds is recorded with what
         #: arrived when the session ends, not dropped as "made after close()".
         self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
+        #: Fingerprints of the latest replies recorded (anchors for _new_start).
+        self._replies: deque[int] = deque(maxlen=_MAX_REPLIES)
 
     # -- path and file ----------------------------------------------------
 
@@ -692,6 +717,9 @@ class Session:
     # -- internals for decorators and integrations --------------------------------
 
     def _record_assistant(self, msg: dict[str, Any]) -> None:
+        # Before _emit: the fingerprint of what the model said, as the next
+        # call's history will hold it (see _new_start).
+        self._replies.append(_fingerprint(msg))
         calls = msg.get("toolCalls")
         if calls:
             with self._state_lock:
@@ -811,7 +839,7 @@ class Session:
                 start = len(messages) if turn in self._stateful_turns else 0
                 self._stateful_turns.append(turn)
             else:
-                start, slot = _continue_conversation(list(self._conversations), fps)
+                start, slot = _continue_conversation(list(self._conversations), fps, self._replies)
                 if slot < 0:
                     self._conversations.append(fps)
                 else:

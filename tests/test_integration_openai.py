@@ -21,7 +21,7 @@ from openai.types.responses import Response  # noqa: E402
 
 import ststrace  # noqa: E402
 from ststrace import Session, llm, tool  # noqa: E402
-from ststrace.testing import FakeAPI  # noqa: E402
+from ststrace.testing import FakeAPI, ScriptedReply  # noqa: E402
 from test_decorators_helpers import trace_dir_files  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     CHAT_TOOLS,
@@ -639,3 +639,28 @@ async def test_stream_left_unfinished_when_the_session_ends_records_what_arrived
         {"role": "assistant", "content": "Let me look ", "reasoningContent": REASONING_TOOLS, "model": MODEL}
     ]
 
+
+
+@pytest.mark.parametrize("window", [2, 3, 4])
+def test_a_sliding_history_window_records_every_user_turn(
+    openai_sync: Any, fake_api: FakeAPI, patched: None, tmp_path: Path, window: int
+) -> None:
+    """Memory kept to the last *window* messages (LangChain ``trim_messages``, a
+    chat app's context window): a user turn repeating an earlier one ("ok")
+    is still a new turn, because the reply recorded since the last call comes
+    before it. It used to be taken for the previous call's "ok" and dropped."""
+    users = ["hello", "ok", "ok", "tell me more", "ok", "ok", "bye"]
+    fake_api.script(*[ScriptedReply(text=f"reply {i}", reasoning=None) for i in range(len(users))])
+    path = new_trace(tmp_path)
+    history: list[dict[str, Any]] = []
+    with Session(path):
+        for text in users:
+            history.append({"role": "user", "content": text})
+            messages = [{"role": "system", "content": SYSTEM}, *history[-window:]]
+            reply = openai_sync.chat.completions.create(model=MODEL, messages=messages)
+            history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    recorded_ = recorded(path)
+    assert recorded_[0] == {"role": "system", "content": SYSTEM}
+    turns = [(m["role"], m["content"]) for m in recorded_[1:]]
+    expected = [pair for i, text in enumerate(users) for pair in (("user", text), ("assistant", f"reply {i}"))]
+    assert turns == expected
