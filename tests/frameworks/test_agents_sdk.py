@@ -647,7 +647,8 @@ async def test_runner_run_streamed_records_the_usage_the_sdk_counts(
         totals = s.stats()["usage"]
     sdk = run.context_wrapper.usage
     assert sdk.requests == 2 and sdk.total_tokens > 0
-    assert (totals.get("input"), totals.get("output"), totals.get("totalTokens")) == (
+    prompt = totals.get("input", 0) + totals.get("cacheRead", 0) + totals.get("cacheWrite", 0)
+    assert (prompt, totals.get("output"), totals.get("totalTokens")) == (
         sdk.input_tokens,
         sdk.output_tokens,
         sdk.total_tokens,
