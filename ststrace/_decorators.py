@@ -16,6 +16,7 @@ import contextvars
 import functools
 import inspect
 import itertools
+import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, TypeVar, overload
 
@@ -670,7 +671,8 @@ class _LlmCall:
                 state = getattr(wrapped, "_self_state", None)
                 if state is not None:
                     # Finished by the session's end if the caller never finishes it.
-                    self.session._streams.add(state)
+                    streams = self.session._streams
+                    streams.add(weakref.ref(state, streams.discard))
                 return wrapped
             if inspect.isawaitable(result):
                 # A plain function handing back the async client's coroutine:

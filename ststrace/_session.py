@@ -240,8 +240,10 @@ class Session:
         #: Streamed replies not finished yet (:class:`_adapters.streams.StreamState`):
         #: one the caller broke out of but still holds is recorded with what
         #: arrived when the session ends, not dropped as "made after close()".
-        self._streams: weakref.WeakSet[Any] = weakref.WeakSet()
-        #: Fingerprints of the latest replies recorded (anchors for _new_start).
+        #: Weak references (each drops itself with its stream): set operations
+        #: are single C calls, safe beside another thread adding one.
+        self._streams: set[weakref.ref[Any]] = set()
+        #: Fingerprints of the latest replies recorded (see _after_new_reply).
         self._replies: deque[int] = deque(maxlen=_MAX_REPLIES)
 
     # -- path and file ----------------------------------------------------
@@ -433,8 +435,9 @@ class Session:
         if not self._streams or self._closed:
             return
         try:
-            for state in list(self._streams):
-                if not state.done and state.received:
+            for ref in list(self._streams):
+                state = ref()
+                if state is not None and not state.done and state.received:
                     state.finish(ended=False)
             self._streams.clear()
         except Exception as err:
@@ -717,8 +720,8 @@ class Session:
     # -- internals for decorators and integrations --------------------------------
 
     def _record_assistant(self, msg: dict[str, Any]) -> None:
-        # Before _emit: the fingerprint of what the model said, as the next
-        # call's history will hold it (see _new_start).
+        # Before _emit (which may redact): what the model said, as the next
+        # call's history will hold it (see _after_new_reply).
         self._replies.append(_fingerprint(msg))
         calls = msg.get("toolCalls")
         if calls:
