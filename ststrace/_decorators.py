@@ -16,7 +16,6 @@ import contextvars
 import functools
 import inspect
 import itertools
-import weakref
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, TypeVar, overload
 
@@ -671,8 +670,7 @@ class _LlmCall:
                 state = getattr(wrapped, "_self_state", None)
                 if state is not None:
                     # Finished by the session's end if the caller never finishes it.
-                    streams = self.session._streams
-                    streams.add(weakref.ref(state, streams.discard))
+                    self.session._track_stream(state)
                 return wrapped
             if inspect.isawaitable(result):
                 # A plain function handing back the async client's coroutine:

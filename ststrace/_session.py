@@ -428,6 +428,12 @@ class Session:
                 # restores one that is already closed; nothing is current.
                 _context.current.set(None)
 
+    def _track_stream(self, state: Any) -> None:
+        """Finish *state* (a stream's :class:`StreamState`) at the session's end
+        if the caller has not by then."""
+        streams = self._streams
+        streams.add(weakref.ref(state, streams.discard))
+
     def _finish_streams(self) -> None:
         """Record the replies of streams still open as the session ends (read
         partly, then left with ``break``): what arrived so far, once. The

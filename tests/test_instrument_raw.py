@@ -528,3 +528,47 @@ def test_raw_response_usage_is_left_out_with_usage_false(openai_sync: Any, patch
     with Session(path, usage=False):
         openai_sync.chat.completions.with_raw_response.create(**chat(openai_sync)).parse()
     assert _usage_of(path) == [None]
+
+
+# --------------------------------------------------------------------------- left half-read
+
+
+def test_raw_stream_left_half_read_when_the_session_ends_records_what_arrived(
+    openai_sync: Any, patched: None, tmp_path: Path
+) -> None:
+    """``with_raw_response.create(stream=True).parse()``, a ``break`` after a few
+    chunks, the stream still held as the ``with Session`` block ends: what
+    arrived is recorded before the file closes (it used to be lost as a record
+    made after close), and the rest still reads unchanged."""
+    path = new_trace(tmp_path)
+    with Session(path) as s:
+        stream = openai_sync.chat.completions.with_raw_response.create(**chat(openai_sync, stream=True)).parse()
+        for i, _chunk in enumerate(stream):
+            if i == 13:
+                break
+    rest = list(stream)
+    assert rest and rest[-1].choices[0].finish_reason == "tool_calls"
+    assert s.stats()["lost"] == 0
+    partial = assistants(recorded(path))
+    assert len(partial) == 1 and partial[0]["content"] and PREAMBLE.startswith(partial[0]["content"])
+
+
+def test_half_read_raw_stream_collected_in_a_cycle_raises_nothing(
+    openai_sync: Any, patched: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A half-read raw stream dropped inside a reference cycle is finalised by
+    the cycle collector, which clears weak references first: the tapped
+    ``close()`` used to call the original with ``None`` and raise
+    ``AttributeError`` ("Exception ignored in ...") from the user's program."""
+    unraisable: list[Any] = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    with Session(new_trace(tmp_path)):
+        stream = openai_sync.chat.completions.with_raw_response.create(**chat(openai_sync, stream=True)).parse()
+        for i, _chunk in enumerate(stream):
+            if i == 5:
+                break
+        holder: dict[str, Any] = {"stream": stream}
+        holder["self"] = holder  # a cycle
+        del stream, holder, _chunk
+        gc.collect()
+    assert [u.exc_value for u in unraisable] == []

@@ -245,7 +245,9 @@ class _Body:
 _TAPPED = ("iter_bytes", "aiter_bytes", "close", "aclose")
 
 
-def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip, usage: bool = False) -> str | None:
+def watch_raw_response(
+    raw: Any, on_done: OnDone, on_skip: OnSkip, usage: bool = False, track: Callable[[StreamState], None] | None = None
+) -> str | None:
     """Call ``on_done(message)`` once with the reply held by the raw response *raw*.
 
     Returns ``None`` when the reply is (or will be) recorded, else why it cannot
@@ -253,6 +255,8 @@ def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip, usage: bool =
     once read is reported through ``on_skip(reason)``. *raw* and the httpx response inside it keep
     their type and behaviour; only the httpx response's byte readers gain a
     listener. With ``usage=True`` the reply carries its token usage, when reported.
+    ``track(state)`` is given the stream state of a body still to be read, for
+    the session to finish it if the caller leaves it half-read.
     """
     http = getattr(raw, "http_response", None)
     if http is None:
@@ -276,7 +280,10 @@ def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip, usage: bool =
     missing = [name for name in _TAPPED if not callable(getattr(cls, name, None))]
     if missing:
         return f"{cls.__qualname__} has no {', '.join(missing)}"
-    _tap(http, cls, _Body(on_done, on_skip, sse, usage))
+    body = _Body(on_done, on_skip, sse, usage)
+    _tap(http, cls, body)
+    if track is not None and body.state is not None:
+        track(body.state)
     return None
 
 
@@ -295,15 +302,24 @@ def _tap(http: Any, cls: type, body: _Body) -> None:
     def consumed() -> bool:
         return getattr(ref(), "is_stream_consumed", False) is True
 
+    # ref() is None when the cycle collector finalises a half-read response
+    # (it clears weak references first) and its reader's generator calls
+    # close(): the original cannot be called without the response then, and
+    # calling it with None raised AttributeError into the program's stderr.
+
     def tapped_close() -> None:
+        response = ref()
         try:
-            close(ref())
+            if response is not None:
+                close(response)
         finally:
             body.closed(consumed())
 
     async def tapped_aclose() -> None:
+        response = ref()
         try:
-            await aclose(ref())
+            if response is not None:
+                await aclose(response)
         finally:
             body.closed(consumed())
 
