@@ -666,7 +666,12 @@ class _LlmCall:
 
             # Token usage on the recorded reply, unless Session(usage=False).
             if _adapters.is_stream(result):
-                return _adapters.wrap_stream(result, self.record, usage=self.session._keep_usage)
+                wrapped = _adapters.wrap_stream(result, self.record, usage=self.session._keep_usage)
+                state = getattr(wrapped, "_self_state", None)
+                if state is not None:
+                    # Finished by the session's end if the caller never finishes it.
+                    self.session._track_stream(state)
+                return wrapped
             if inspect.isawaitable(result):
                 # A plain function handing back the async client's coroutine:
                 # the reply is known once the caller awaits it.

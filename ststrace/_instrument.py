@@ -317,7 +317,13 @@ def _settle(call: _LlmCall, result: Any, patch: _Patch) -> Any:
         try:
             from ._adapters.raw import watch_raw_response
 
-            reason = watch_raw_response(result, call.record, lambda why: _unrecorded(patch, why))
+            reason = watch_raw_response(
+                result,
+                call.record,
+                lambda why: _unrecorded(patch, why),
+                usage=call.session._keep_usage,
+                track=call.session._track_stream,
+            )
         except Exception as exc:
             internal_error(exc, "raw response")
             return result

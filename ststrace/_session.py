@@ -94,9 +94,12 @@ def _new_start(prev: list[int], cur: list[int]) -> int:
 
 
 _MAX_CONVERSATIONS = 8
+_MAX_REPLIES = 64
 
 
-def _continue_conversation(convs: Iterable[list[int]], cur: list[int]) -> tuple[int, int]:
+def _continue_conversation(
+    convs: list[list[int]], cur: list[int], replies: Iterable[int] = ()
+) -> tuple[int, int]:
     """(index in *cur* where new messages begin, which of *convs* it continues or -1).
 
     A planner and its workers, or sub-agents, may share one session, each with
@@ -114,7 +117,27 @@ def _continue_conversation(convs: Iterable[list[int]], cur: list[int]) -> tuple[
         start = _new_start(prev, cur)
         if start > best_start:
             best_start, best_slot = start, slot
+    if best_slot >= 0 and replies:
+        # Checked on the conversation *cur* continues only: another one
+        # lacks the reply as well.
+        anchored = _after_new_reply(convs[best_slot], cur, replies)
+        if anchored is not None:
+            best_start = anchored
     return best_start, best_slot
+
+
+def _after_new_reply(prev: list[int], cur: list[int], replies: Iterable[int]) -> int | None:
+    """Index in *cur* after the last reply this session recorded (*replies*,
+    fingerprints) that *prev* did not hold, if any: that reply answered an
+    earlier call, so what follows it is new. Without this anchor a history kept
+    to a sliding window ([system, reply 1, "ok"] after [system, reply 0, "ok"])
+    had its new "ok" matched to the old one and the user's turn dropped."""
+    recorded = set(replies)  # one C call over ints: no other thread runs meanwhile
+    known = set(prev)
+    for k in range(len(cur) - 1, -1, -1):
+        if cur[k] in recorded and cur[k] not in known:
+            return k + 1
+    return None
 
 
 class Session:
@@ -214,6 +237,14 @@ class Session:
         self._close_done = False
         self._dropped = 0  # records refused because building them raised
         self._warned_closed = False
+        #: Streamed replies not finished yet (:class:`_adapters.streams.StreamState`):
+        #: one the caller broke out of but still holds is recorded with what
+        #: arrived when the session ends, not dropped as "made after close()".
+        #: Weak references (each drops itself with its stream): set operations
+        #: are single C calls, safe beside another thread adding one.
+        self._streams: set[weakref.ref[Any]] = set()
+        #: Fingerprints of the latest replies recorded (see _after_new_reply).
+        self._replies: deque[int] = deque(maxlen=_MAX_REPLIES)
 
     # -- path and file ----------------------------------------------------
 
@@ -368,12 +399,14 @@ class Session:
 
     def close(self) -> None:
         """Flush, fsync and close the file; restore the previous current session."""
+        self._finish_streams()
         self._restore_context()
         err = self._close_file()
         if err is not None:
             raise err
 
     async def aclose(self) -> None:
+        self._finish_streams()
         self._restore_context()
         err = await _files.run(self._close_file)
         if err is not None:
@@ -394,6 +427,47 @@ class Session:
                 # Sessions closed in the order they were opened: the token
                 # restores one that is already closed; nothing is current.
                 _context.current.set(None)
+
+    def _track_stream(self, state: Any) -> None:
+        """Finish *state* (a stream's :class:`StreamState`) at the session's end
+        if the caller has not by then."""
+        streams = self._streams
+        streams.add(weakref.ref(state, streams.discard))
+
+    def _finish_streams(self) -> None:
+        """Record the replies of streams still open as the session ends (read
+        partly, then left with ``break``): what arrived so far, once. The
+        caller may go on reading them; later chunks are not recorded."""
+        if not self._streams or self._closed:
+            return
+        try:
+            for ref in list(self._streams):
+                state = ref()
+                if state is not None and not state.done and state.received:
+                    state.finish(ended=False)
+            self._streams.clear()
+        except Exception as err:
+            internal_error(err, "session end streams")
+
+    def _answer_open_calls(self, exc: BaseException) -> None:
+        """The ``with`` block ends by *exc* while tool calls the model asked for
+        have no result: a tool raised through the framework (LangGraph's
+        ``ToolNode``, PydanticAI) and nothing recorded what happened. Answer
+        each with the error, so the trace ends with it rather than with
+        unanswered calls (as ``@tool`` and the Agents SDK runner already do)."""
+        if self._closed or not self._pending:
+            return
+        try:
+            from ._decorators import _error_text
+
+            with self._state_lock:
+                open_calls = list(self._pending)
+                self._pending.clear()
+            text = _error_text(exc)
+            for call_id in open_calls:
+                self._tool_result(call_id, text)
+        except Exception as err:
+            internal_error(err, "session end")
 
     def _close_file(self) -> BaseException | None:
         if self._close_done:
@@ -421,6 +495,9 @@ class Session:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._finish_streams()
+        if exc is not None:
+            self._answer_open_calls(exc)
         self._restore_context()
         err = self._close_file()
         if err is not None:
@@ -453,6 +530,9 @@ class Session:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
+        self._finish_streams()
+        if exc is not None:
+            self._answer_open_calls(exc)
         self._restore_context()
         err = await _files.run(self._close_file)
         if err is not None:
@@ -646,6 +726,9 @@ class Session:
     # -- internals for decorators and integrations --------------------------------
 
     def _record_assistant(self, msg: dict[str, Any]) -> None:
+        # Before _emit (which may redact): what the model said, as the next
+        # call's history will hold it (see _after_new_reply).
+        self._replies.append(_fingerprint(msg))
         calls = msg.get("toolCalls")
         if calls:
             with self._state_lock:
@@ -765,7 +848,7 @@ class Session:
                 start = len(messages) if turn in self._stateful_turns else 0
                 self._stateful_turns.append(turn)
             else:
-                start, slot = _continue_conversation(list(self._conversations), fps)
+                start, slot = _continue_conversation(list(self._conversations), fps, self._replies)
                 if slot < 0:
                     self._conversations.append(fps)
                 else:

@@ -280,6 +280,10 @@ class Writer:
         self._closed = False
         self._close_job: _Job | None = None
         self._warned_closed = False
+        #: Of ``lost``, records refused because the writer was closed (another
+        #: task or thread still recording while close() ran). Counted and
+        #: logged, but not a write failure: close() raises only for the rest.
+        self._lost_closed = 0
         # (st_dev, st_ino) of the file, taken when the descriptor is first
         # closed early: a reopen by path must find the same file.
         self._file_id: tuple[int, int] | None = None
@@ -337,6 +341,8 @@ class Writer:
                 self._size += len(line)
                 return True
             self.lost += 1
+            if self._closed:
+                self._lost_closed += 1
             if self._closed and not self._warned_closed:
                 self._warned_closed = True
                 logger.warning(
@@ -629,7 +635,11 @@ class Writer:
         _flusher.unregister(self)
         if err is not None:
             return WriteError(self.path, err, self.lost)
-        if self.lost:
+        if self.lost > self._lost_closed:
+            # Records dropped by a failing disk. Those refused because close()
+            # had begun are logged once (above) and counted, but raising for
+            # them would turn a healthy disk into an exception in the user's
+            # ``with Session`` block.
             return WriteError(self.path, self._last_error, self.lost)
         return None
 

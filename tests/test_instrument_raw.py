@@ -22,6 +22,7 @@ from openai.types.responses import Response  # noqa: E402
 
 from ststrace import Session  # noqa: E402
 from ststrace.testing import FakeAPI  # noqa: E402
+from test_decorators_helpers import valid_messages  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     ANTHROPIC_TOOLS,
     CHAT_TOOLS,
@@ -470,3 +471,104 @@ def test_safety_net_survives_another_instrumentations_leftover(openai_sync: Any,
     finally:
         if not had_own and "request" in openai.OpenAI.__dict__:
             del openai.OpenAI.request  # undo the leftover for the tests after this one
+
+
+# --------------------------------------------------------------------------- token usage
+
+
+def _usage_of(path: Path) -> list[Any]:
+    return [m.get("usage") for m in valid_messages(path) if m["role"] == "assistant"]
+
+
+_RAW_CALLS: dict[str, tuple[Any, Any]] = {
+    # name: (plain call, the same call through a raw / streaming response)
+    "chat-raw": (
+        lambda o, a: o.chat.completions.create(**chat(o)),
+        lambda o, a: o.chat.completions.with_raw_response.create(**chat(o)).parse(),
+    ),
+    "chat-streaming-response": (
+        lambda o, a: list(o.chat.completions.create(**chat(o), stream=True, stream_options={"include_usage": True})),
+        lambda o, a: o.chat.completions.with_streaming_response.create(
+            **chat(o), stream=True, stream_options={"include_usage": True}
+        ).__enter__().read(),
+    ),
+    "responses-streaming-response": (
+        lambda o, a: list(o.responses.create(**responses(), stream=True)),
+        lambda o, a: list(o.responses.with_streaming_response.create(**responses(), stream=True).__enter__().parse()),
+    ),
+    "anthropic-raw-stream": (
+        lambda o, a: list(a.messages.create(**messages(stream=True))),
+        lambda o, a: list(a.messages.with_raw_response.create(**messages(stream=True)).parse()),
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(_RAW_CALLS))
+def test_raw_responses_record_the_same_usage_as_plain_calls(
+    openai_sync: Any, anthropic_sync: Any, patched: None, tmp_path: Path, kind: str
+) -> None:
+    """A reply read through ``with_raw_response`` / ``with_streaming_response``
+    (LangChain's ``ChatOpenAI`` always; the Agents SDK's streamed runs) carries
+    the same token usage as the same call made plainly: it used to have none."""
+    plain, raw = _RAW_CALLS[kind]
+    plain_path, raw_path = new_trace(tmp_path), new_trace(tmp_path)
+    with Session(plain_path):
+        plain(openai_sync, anthropic_sync)
+    with Session(raw_path) as s:
+        raw(openai_sync, anthropic_sync)
+        assert s.stats()["usage"].get("totalTokens", 0) > 0
+    usage = _usage_of(plain_path)
+    assert usage and isinstance(usage[0]["totalTokens"], int)
+    assert _usage_of(raw_path) == usage
+
+
+def test_raw_response_usage_is_left_out_with_usage_false(openai_sync: Any, patched: None, tmp_path: Path) -> None:
+    """``Session(usage=False)`` still leaves it out of raw replies."""
+    path = new_trace(tmp_path)
+    with Session(path, usage=False):
+        openai_sync.chat.completions.with_raw_response.create(**chat(openai_sync)).parse()
+    assert _usage_of(path) == [None]
+
+
+# --------------------------------------------------------------------------- left half-read
+
+
+def test_raw_stream_left_half_read_when_the_session_ends_records_what_arrived(
+    openai_sync: Any, patched: None, tmp_path: Path
+) -> None:
+    """``with_raw_response.create(stream=True).parse()``, a ``break`` after a few
+    chunks, the stream still held as the ``with Session`` block ends: what
+    arrived is recorded before the file closes (it used to be lost as a record
+    made after close), and the rest still reads unchanged."""
+    path = new_trace(tmp_path)
+    with Session(path) as s:
+        stream = openai_sync.chat.completions.with_raw_response.create(**chat(openai_sync, stream=True)).parse()
+        for i, _chunk in enumerate(stream):
+            if i == 13:
+                break
+    rest = list(stream)
+    assert rest and rest[-1].choices[0].finish_reason == "tool_calls"
+    assert s.stats()["lost"] == 0
+    partial = assistants(recorded(path))
+    assert len(partial) == 1 and partial[0]["content"] and PREAMBLE.startswith(partial[0]["content"])
+
+
+def test_half_read_raw_stream_collected_in_a_cycle_raises_nothing(
+    openai_sync: Any, patched: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A half-read raw stream dropped inside a reference cycle is finalised by
+    the cycle collector, which clears weak references first: the tapped
+    ``close()`` used to call the original with ``None`` and raise
+    ``AttributeError`` ("Exception ignored in ...") from the user's program."""
+    unraisable: list[Any] = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    with Session(new_trace(tmp_path)):
+        stream = openai_sync.chat.completions.with_raw_response.create(**chat(openai_sync, stream=True)).parse()
+        for i, _chunk in enumerate(stream):
+            if i == 5:
+                break
+        holder: dict[str, Any] = {"stream": stream}
+        holder["self"] = holder  # a cycle
+        del stream, holder, _chunk
+        gc.collect()
+    assert [u.exc_value for u in unraisable] == []

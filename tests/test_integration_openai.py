@@ -21,7 +21,7 @@ from openai.types.responses import Response  # noqa: E402
 
 import ststrace  # noqa: E402
 from ststrace import Session, llm, tool  # noqa: E402
-from ststrace.testing import FakeAPI  # noqa: E402
+from ststrace.testing import FakeAPI, ScriptedReply  # noqa: E402
 from test_decorators_helpers import trace_dir_files  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     CHAT_TOOLS,
@@ -609,3 +609,58 @@ def test_stateful_responses_turns_are_all_recorded(openai_sync: Any, patched: No
     users = [m["content"] for m in recorded(path) if m["role"] == "user"]
     assert users == ["ok", "ok"]
     assert len(assistants(recorded(path))) == 2
+
+
+@pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
+async def test_stream_left_unfinished_when_the_session_ends_records_what_arrived(
+    openai_sync: Any, openai_async: Any, patched: None, tmp_path: Path, is_async: bool
+) -> None:
+    """``break`` out of a stream the caller still holds, then the ``with
+    Session`` block ends: the reply read so far is recorded before the file
+    closes (it used to be dropped, "a record made after close()"), and the
+    caller can still read the rest of the stream, unchanged."""
+    path = new_trace(tmp_path)
+    if is_async:
+        async with Session(path) as s:
+            stream = await create(openai_async, stream=True)
+            for _ in range(CUT_AFTER):
+                await stream.__anext__()
+        rest = [c async for c in stream]
+    else:
+        with Session(path) as s:
+            stream = create(openai_sync, stream=True)
+            for i, _chunk in enumerate(stream):
+                if i + 1 == CUT_AFTER:
+                    break
+        rest = list(stream)
+    assert rest and rest[-1].choices[0].finish_reason == "tool_calls"
+    assert s.stats()["lost"] == 0
+    assert assistants(recorded(path)) == [
+        {"role": "assistant", "content": "Let me look ", "reasoningContent": REASONING_TOOLS, "model": MODEL}
+    ]
+
+
+
+@pytest.mark.parametrize("window", [2, 3, 4])
+def test_a_sliding_history_window_records_every_user_turn(
+    openai_sync: Any, fake_api: FakeAPI, patched: None, tmp_path: Path, window: int
+) -> None:
+    """Memory kept to the last *window* messages (LangChain ``trim_messages``, a
+    chat app's context window): a user turn repeating an earlier one ("ok")
+    is still a new turn, because the reply recorded since the last call comes
+    before it. It used to be taken for the previous call's "ok" and dropped."""
+    users = ["hello", "ok", "ok", "tell me more", "ok", "ok", "bye"]
+    fake_api.script(*[ScriptedReply(text=f"reply {i}", reasoning=None) for i in range(len(users))])
+    path = new_trace(tmp_path)
+    history: list[dict[str, Any]] = []
+    with Session(path):
+        for text in users:
+            history.append({"role": "user", "content": text})
+            messages = [{"role": "system", "content": SYSTEM}, *history[-window:]]
+            reply = openai_sync.chat.completions.create(model=MODEL, messages=messages)
+            history.append({"role": "assistant", "content": reply.choices[0].message.content})
+    recorded_ = recorded(path)
+    assert recorded_[0] == {"role": "system", "content": SYSTEM}
+    turns = [(m["role"], m["content"]) for m in recorded_[1:]]
+    expected = [pair for i, text in enumerate(users) for pair in (("user", text), ("assistant", f"reply {i}"))]
+    assert turns == expected

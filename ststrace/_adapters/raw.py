@@ -29,6 +29,7 @@ import orjson
 from ._common import Message, internal_error
 from .convert import convert
 from .streams import StreamState
+from .usage import attach as attach_usage
 
 OnDone = Callable[[Message], None]
 OnSkip = Callable[[str], None]
@@ -55,10 +56,14 @@ def _read_content(http: Any) -> bytes | None:
 class _Body:
     """Parses the body bytes as they pass and feeds one :class:`StreamState`."""
 
-    def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool) -> None:
+    def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool, usage: bool = False) -> None:
         # SSE events go through the stream accumulators; a JSON body is one
         # reply, converted once at its end.
-        self.state = StreamState(on_done, None, started=True) if sse else None
+        self.state = StreamState(on_done, None, started=True, usage=usage) if sse else None
+        #: Add the reply's token usage, as the non-raw path does (LangChain's
+        #: ``ChatOpenAI`` and the Agents SDK's streamed runs only ever go
+        #: through raw responses: without this their replies had no usage).
+        self.usage = usage
         self.on_done = on_done
         self.on_skip = on_skip
         self.sse = sse
@@ -154,7 +159,10 @@ class _Body:
             reason = "its body is empty" if ended else None  # never read: no reply arrived
         else:
             try:
-                message = convert(orjson.loads(content))
+                obj = orjson.loads(content)
+                message = convert(obj)
+                if self.usage:
+                    message = attach_usage(message, obj)
             except orjson.JSONDecodeError:
                 reason = "its body is not JSON" if ended else "its body was not read to the end"
             except Exception:
@@ -237,14 +245,18 @@ class _Body:
 _TAPPED = ("iter_bytes", "aiter_bytes", "close", "aclose")
 
 
-def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip) -> str | None:
+def watch_raw_response(
+    raw: Any, on_done: OnDone, on_skip: OnSkip, usage: bool = False, track: Callable[[StreamState], None] | None = None
+) -> str | None:
     """Call ``on_done(message)`` once with the reply held by the raw response *raw*.
 
     Returns ``None`` when the reply is (or will be) recorded, else why it cannot
     be, for the caller to report; a body that turns out not to hold a reply
     once read is reported through ``on_skip(reason)``. *raw* and the httpx response inside it keep
     their type and behaviour; only the httpx response's byte readers gain a
-    listener.
+    listener. With ``usage=True`` the reply carries its token usage, when reported.
+    ``track(state)`` is given the stream state of a body still to be read, for
+    the session to finish it if the caller leaves it half-read.
     """
     http = getattr(raw, "http_response", None)
     if http is None:
@@ -252,7 +264,7 @@ def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip) -> str | None
     sse = _SSE in _content_type(http)
     content = _read_content(http)
     if content is not None:
-        body = _Body(on_done, on_skip, sse)
+        body = _Body(on_done, on_skip, sse, usage)
         if sse:
             body.feed(content)
             body.finish(ended=True)
@@ -268,7 +280,10 @@ def watch_raw_response(raw: Any, on_done: OnDone, on_skip: OnSkip) -> str | None
     missing = [name for name in _TAPPED if not callable(getattr(cls, name, None))]
     if missing:
         return f"{cls.__qualname__} has no {', '.join(missing)}"
-    _tap(http, cls, _Body(on_done, on_skip, sse))
+    body = _Body(on_done, on_skip, sse, usage)
+    _tap(http, cls, body)
+    if track is not None and body.state is not None:
+        track(body.state)
     return None
 
 
@@ -287,15 +302,24 @@ def _tap(http: Any, cls: type, body: _Body) -> None:
     def consumed() -> bool:
         return getattr(ref(), "is_stream_consumed", False) is True
 
+    # ref() is None when the cycle collector finalises a half-read response
+    # (it clears weak references first) and its reader's generator calls
+    # close(): the original cannot be called without the response then, and
+    # calling it with None raised AttributeError into the program's stderr.
+
     def tapped_close() -> None:
+        response = ref()
         try:
-            close(ref())
+            if response is not None:
+                close(response)
         finally:
             body.closed(consumed())
 
     async def tapped_aclose() -> None:
+        response = ref()
         try:
-            await aclose(ref())
+            if response is not None:
+                await aclose(response)
         finally:
             body.closed(consumed())
 

@@ -159,8 +159,15 @@ def _guardrail_name(result: Any) -> str:
     return name if isinstance(name, str) and name else "guardrail"
 
 
+class _Cancelled(Exception):
+    """Stands for ``RunResultStreaming.cancel()``: the run's events end
+    normally, but the calls of the turn it cut short got no result."""
+
+
 def _describe(exc: BaseException) -> str:
     """The note that ends a run stopped by *exc*."""
+    if isinstance(exc, _Cancelled):
+        return "The agent run stopped: cancelled by RunResultStreaming.cancel()"
     kind = type(exc).__name__
     if kind in ("InputGuardrailTripwireTriggered", "OutputGuardrailTripwireTriggered"):
         result = getattr(exc, "guardrail_result", None)
@@ -368,7 +375,12 @@ async def _events(events: Any, result: Any, run: _Run) -> Any:
         run.finish(items, exc, responses if responses is not None else getattr(result, "raw_responses", None))
         await _close_child(run)
         raise
-    run.finish(getattr(result, "new_items", None), None)
+    if getattr(result, "_cancel_mode", None) == "immediate":
+        # cancel() stops the run mid-turn: the calls of that turn are answered
+        # with the cancellation (as a failed run's are), not left unanswered.
+        run.finish(getattr(result, "new_items", None), _Cancelled(), getattr(result, "raw_responses", None))
+    else:
+        run.finish(getattr(result, "new_items", None), None)
     await _close_child(run)
 
 

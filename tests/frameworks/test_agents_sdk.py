@@ -40,6 +40,7 @@ import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
 from ststrace._instrument import instrumented as patched_now  # noqa: E402
 from ststrace.testing import DEFAULT_TOOL_CALLS, FakeAPI, ScriptedReply, ScriptedToolCall  # noqa: E402
+from test_decorators_helpers import assert_paired, valid_messages  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     INPUTS,
     instrumented,
@@ -630,3 +631,53 @@ async def test_parallel_agent_tools_each_record_their_own_linked_child(
             {"role": "user", "content": prompt},
             *full_run(fake_api)[2:],
         ]
+
+
+async def test_runner_run_streamed_records_the_usage_the_sdk_counts(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path
+) -> None:
+    """A streamed run reads its replies through ``with_streaming_response``: each
+    recorded reply carries its token usage, and the session's totals equal the
+    run's own ``context_wrapper.usage`` (the raw path used to record none)."""
+    path = new_trace(tmp_path)
+    async with Session(path) as s:
+        run = Runner.run_streamed(weather_agent(fake_api), USER)
+        async for _ in run.stream_events():
+            pass
+        totals = s.stats()["usage"]
+    sdk = run.context_wrapper.usage
+    assert sdk.requests == 2 and sdk.total_tokens > 0
+    prompt = totals.get("input", 0) + totals.get("cacheRead", 0) + totals.get("cacheWrite", 0)
+    assert (prompt, totals.get("output"), totals.get("totalTokens")) == (
+        sdk.input_tokens,
+        sdk.output_tokens,
+        sdk.total_tokens,
+    )
+
+
+@pytest.mark.parametrize("model", ["responses", "chat"])
+async def test_run_streamed_cancelled_mid_turn_answers_its_calls(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, model: str
+) -> None:
+    """``cancel()`` (immediate) while the reply asking for tools streams: the
+    calls that reply holds are answered with the cancellation and the trace
+    ends saying the run was cancelled (they used to stay unanswered)."""
+    path = new_trace(tmp_path)
+    agent = weather_agent(fake_api, model=chat_model(fake_api) if model == "chat" else None)
+    async with Session(path):
+        run = Runner.run_streamed(agent, USER)
+        async for event in run.stream_events():
+            if event.type == "raw_response_event" and "arguments" in type(event.data).__name__.lower():
+                run.cancel()
+            elif event.type == "raw_response_event" and model == "chat":
+                choices = getattr(event.data, "choices", None) or []
+                if choices and choices[0].delta.tool_calls:
+                    run.cancel()
+    messages = valid_messages(path)  # no error
+    assert_paired(messages)
+    calls = [c["id"] for m in messages for c in m.get("toolCalls", [])]
+    assert calls and calls[0] == "call_weather01"
+    results = {m["toolCallId"]: m["content"] for m in messages if m["role"] == "tool"}
+    assert set(results) == set(calls)
+    assert all("cancelled" in text for text in results.values())
+    assert messages[-1]["role"] == "system" and "cancelled" in messages[-1]["content"]

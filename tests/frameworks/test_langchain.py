@@ -25,6 +25,7 @@ from langchain_openai import ChatOpenAI  # noqa: E402
 import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
 from ststrace.testing import DEFAULT_TOOL_CALLS, FakeAPI  # noqa: E402
+from test_decorators_helpers import valid_messages  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     INPUTS,
     MODEL,
@@ -302,3 +303,54 @@ def test_include_response_headers_streams_through_raw_responses(
         "model": MODEL,
     }
     assert recorded(path) == [*INPUTS, reply, reply]
+
+
+@pytest.mark.parametrize("responses_api", [False, True], ids=["chat", "responses"])
+def test_invoke_records_the_token_usage_langchain_reports(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path, responses_api: bool
+) -> None:
+    """``invoke`` goes through ``with_raw_response``: each recorded reply carries the
+    same token counts LangChain reports in ``usage_metadata``, and the session's
+    totals add them up (the raw path used to record no usage at all)."""
+    path = new_trace(tmp_path)
+    llm = model(fake_api, use_responses_api=responses_api).bind_tools(TOOLS)
+    replies: list[Any] = []
+    original = llm.invoke
+
+    def invoke(conversation: Any) -> Any:
+        replies.append(original(conversation))
+        return replies[-1]
+
+    with Session(path) as s:
+        run_loop(type("L", (), {"invoke": staticmethod(invoke)})(), TOOLS)
+        totals = s.stats()["usage"]
+    recorded_usage = [m.get("usage") for m in valid_messages(path) if m["role"] == "assistant"]
+    reported = [(r.usage_metadata["input_tokens"], r.usage_metadata["output_tokens"]) for r in replies]
+    assert len(reported) == 2 and all(u is not None for u in recorded_usage), recorded_usage
+    assert [(u["input"], u["output"]) for u in recorded_usage] == reported
+    assert totals["totalTokens"] == sum(r.usage_metadata["total_tokens"] for r in replies)
+
+
+def test_a_tool_that_raises_out_of_the_graph_answers_its_call_with_the_error(
+    fake_api: FakeAPI, instrumented_all: None, tmp_path: Path
+) -> None:
+    """LangGraph's ``ToolNode`` lets a plain exception out of ``invoke``: the user
+    sees the very exception, and the trace ends with the call answered by that
+    error instead of an unanswered call (and nothing after it)."""
+    boom = ValueError("the weather service is down")
+
+    @lc_tool
+    def get_weather(city: str) -> str:
+        """Current weather for a city."""
+        raise boom
+
+    single_tool(fake_api)
+    path = new_trace(tmp_path)
+    with pytest.raises(ValueError) as raised:
+        with Session(path):
+            create_react_agent(model(fake_api), [get_weather]).invoke({"messages": [("user", USER)]})
+    assert raised.value is boom
+    messages = recorded(path)
+    assert messages[-1] == result("call_weather01", "Error: ValueError: the weather service is down")
+    assert messages[-2]["toolCalls"][0]["id"] == "call_weather01"
+    assert ststrace.validate(path) == []

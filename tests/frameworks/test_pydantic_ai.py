@@ -20,7 +20,7 @@ from pydantic_ai.models.openai import OpenAIChatModel, OpenAIResponsesModel  # n
 from pydantic_ai.providers.openai import OpenAIProvider  # noqa: E402
 
 import ststrace  # noqa: E402
-from ststrace.testing import FakeAPI, ScriptedReply  # noqa: E402
+from ststrace.testing import FakeAPI, ScriptedReply, ScriptedToolCall  # noqa: E402
 from test_instrument_helpers import instrumented  # noqa: E402
 
 Messages = Callable[[Path], list[dict[str, Any]]]
@@ -150,3 +150,26 @@ def test_ststrace_tool_on_a_tool_function_records_each_result_once(
     with ststrace.Session(trace):
         assert agent(api, "chat", [get_weather, get_time]).run_sync(PROMPT).output == ANSWER
     assert messages_of(trace) == EXPECTED
+
+
+@pytest.mark.parametrize("kind", ["chat", "responses"])
+def test_a_tool_that_raises_out_of_the_run_answers_its_call_with_the_error(
+    api: FakeAPI, trace: Path, messages_of: Messages, kind: str
+) -> None:
+    """A tool raising a plain exception ends ``run_sync`` with it (PydanticAI
+    retries only on ``ModelRetry``): the trace answers the call with that error
+    rather than leaving it unanswered, and the caller gets the same exception."""
+    boom = RuntimeError("time service down")
+
+    def get_time(tz: str) -> str:
+        """The time in a time zone."""
+        raise boom
+
+    api.tool_calls = (ScriptedToolCall("get_time", {"tz": "Europe/Paris"}, "time09"),)
+    with pytest.raises(RuntimeError) as raised:
+        with ststrace.Session(trace):
+            agent(api, kind, tools=[get_time]).run_sync(PROMPT)
+    assert raised.value is boom
+    messages = messages_of(trace)  # validates, every call answered exactly once
+    assert messages[-1] == {"role": "tool", "content": "Error: RuntimeError: time service down", "toolCallId": "call_time09"}
+    assert [c["id"] for c in messages[-2]["toolCalls"]] == ["call_time09"]
