@@ -78,7 +78,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if workerinput is not None and workerinput.get("ststrace_dir"):
         directory = Path(workerinput["ststrace_dir"])
     else:
-        directory = Path(value) if value else _default_dir(config.invocation_params.dir)
+        directory = Path(value).expanduser() if value else _default_dir(config.invocation_params.dir)
         if not directory.is_absolute():
             directory = config.invocation_params.dir / directory
         try:

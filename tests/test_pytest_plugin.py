@@ -186,6 +186,18 @@ def test_env_flag_and_default_directory(pytester: pytest.Pytester, monkeypatch: 
     assert json.loads((run / "index.json").read_text())["tests"][0]["outcome"] == "passed"
 
 
+def test_directory_with_a_tilde_is_under_home(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--ststrace=~/dir`` means the home directory, as a shell user expects (not ``./~``)."""
+    home = pytester.path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    pytester.makepyfile(test_one="def test_one(ststrace_session):\n    ststrace_session.user('x')\n")
+    result = pytester.runpytest_subprocess("--ststrace=~/runs", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert (home / "runs" / "test_one.py__test_one.jsonl").exists()
+    assert not (pytester.path / "~").exists()
+
+
 def test_plugin_is_inert_when_not_asked_for(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """No option, no env: no session around tests, no files, no summary line;
     the ststrace_session fixture still gives a working session in tmp_path."""
