@@ -156,6 +156,18 @@ def test_anthropic_user_turn_with_only_tool_results() -> None:
     assert got == [{"role": "system", "content": "s"}, {"role": "tool", "content": "", "toolCallId": "t"}]
 
 
+def test_anthropic_tool_result_with_is_error_is_marked_as_an_error() -> None:
+    """is_error: true becomes the "Error:" prefix STS readers count as a failed tool; an
+    existing prefix is not doubled, and is_error: false changes nothing."""
+    blocks = [
+        {"type": "tool_result", "tool_use_id": "a", "content": "city not found", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "b", "content": "Error: timeout", "is_error": True},
+        {"type": "tool_result", "tool_use_id": "c", "content": "18C", "is_error": False},
+    ]
+    got = input_messages((), {"messages": [{"role": "user", "content": blocks}]})
+    assert [m["content"] for m in got] == ["Error: city not found", "Error: timeout", "18C"]
+
+
 def test_responses_input_string_and_instructions() -> None:
     """Responses: instructions= is a leading system message, a string input is the user turn."""
     assert input_messages((), {"model": "gpt-5", "instructions": "Be nice.", "input": "hi"}) == [

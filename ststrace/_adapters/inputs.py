@@ -36,6 +36,16 @@ def _tool_message(call_id: Any, content: Any, name: Any = None) -> Message:
     return message
 
 
+def _tool_result_block(block: Any) -> Message:
+    message = _tool_message(get(block, "tool_use_id"), get(block, "content"))
+    if get(block, "is_error") is True and not message["content"].lstrip().startswith("Error:"):
+        # Anthropic flags a failed tool with is_error; STS readers (the viewer,
+        # `ststrace stats`) know a failed result by its "Error:" prefix, as
+        # @tool writes it.
+        message["content"] = "Error: " + message["content"]
+    return message
+
+
 def _assistant(item: Any) -> Message:
     content = get(item, "content")
     calls: list[dict[str, Any]] = []
@@ -61,7 +71,7 @@ def _user(item: Any) -> list[Message]:
     results = [b for b in content if get(b, "type") == "tool_result"]
     if not results:
         return [{"role": "user", "content": parts_text(content, "\n")}]
-    out = [_tool_message(get(b, "tool_use_id"), get(b, "content")) for b in results]
+    out = [_tool_result_block(b) for b in results]
     rest = [b for b in content if get(b, "type") != "tool_result"]
     text = parts_text(rest, "\n")
     if text:
