@@ -92,7 +92,6 @@ class MessageGuard:
         "_names",
         "_ids",
         "screen",
-        "screen_args",
         "__weakref__",
     )
 
@@ -113,11 +112,11 @@ class MessageGuard:
         if self._media:
             short = min(short, _MIN_DATA_URL)
         self._short = max(short, 1)
-        # screen(text) is False when the guard surely leaves a text field as it
-        # is (it fits, holds no ";" of a data URL and none of the redactor's
-        # screen terms); screen_args the same for tool-call arguments, where a
-        # JSON escape could also hide a secret. Hot paths call them first.
-        self.screen, self.screen_args = _screens(redactor, self._cap, self._media)
+        # screen(text) is False when the guard surely leaves a field (text or
+        # tool-call arguments) as it is: it fits, and holds no ";" of a data
+        # URL, none of the redactor's screen terms and no backslash (a JSON
+        # escape can hide a secret). Hot paths call it first.
+        self.screen = _screen(redactor, self._cap, self._media)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         # Reentrant: a signal handler may record while the main thread holds
@@ -716,8 +715,8 @@ def _own_id(text: str) -> bool:
 
 
 @functools.lru_cache(maxsize=32)
-def _screens(redactor: Redactor | None, cap: int, media: bool) -> tuple[Callable[[str], bool], Callable[[str], bool]]:
-    """(screen, screen_args) for a guard; cached, as sessions share the default redactor."""
+def _screen(redactor: Redactor | None, cap: int, media: bool) -> Callable[[str], bool]:
+    """A guard's screen; cached, as sessions share the default redactor."""
     base: tuple[str, ...] = (";",) if media else ()
     found = redactor.screen_terms() if redactor is not None else ()
     terms = None if found is None else base + found
@@ -725,7 +724,7 @@ def _screens(redactor: Redactor | None, cap: int, media: bool) -> tuple[Callable
     # field reads as a token once decoded), so a backslash always needs a look.
     if terms is not None and redactor is not None:
         terms = terms + ("\\",)
-    return _make_screen(terms, cap), _make_screen(terms, cap)
+    return _make_screen(terms, cap)
 
 
 @functools.lru_cache(maxsize=32)

@@ -809,7 +809,7 @@ class Session:
         call_id = call_id or new_tool_call_id()
         # The guard's message() inlined for the one field that can need it.
         guard = self._guard
-        if guard is not None and len(arguments) >= guard._short and guard.screen_args(arguments):
+        if guard is not None and len(arguments) >= guard._short and guard.screen(arguments):
             arguments = guard.arguments(arguments)
         self._write(_records.single_call(call_id, name, arguments))
         return call_id

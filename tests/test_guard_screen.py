@@ -1,6 +1,6 @@
 """The guard's screens: the cheap test hot paths run before the guard itself.
 
-``MessageGuard.screen(text)`` (and ``screen_args`` for tool-call arguments)
+``MessageGuard.screen(text)`` (for text and tool-call arguments alike)
 must be True for every field the guard would change: a False lets the field
 through unscanned. These tests check that on every positive sample of
 tests/test_redact.py (so detectors added there are covered), on literals, user
@@ -42,7 +42,7 @@ def test_screen_flags_every_positive(kind: str, secret: str, template: str) -> N
     text = template.format(secret)
     assert guard.screen(text)
     args = orjson.dumps({"text": text}).decode()
-    assert guard.screen_args(args)
+    assert guard.screen(args)
     assert guard.arguments(args) != args  # the guard itself does change it
 
 
@@ -59,7 +59,7 @@ def test_screen_passes_text_the_guard_leaves_alone() -> None:
                 msg = {"role": "user", "content": text, "timestamp": 1}
                 assert guard.message(msg) is msg
             args = orjson.dumps({"q": text}).decode()
-            if not guard.screen_args(args):
+            if not guard.screen(args):
                 assert guard.arguments(args) is args
         assert screened_out > 0  # the screen does let clean text through
 
@@ -72,7 +72,7 @@ def test_screen_terms_cover_the_gates_literals_and_user_patterns() -> None:
     assert Redactor(env=False, builtin=False).screen_terms() == ()
     assert Redactor(env=False, patterns=[r"\d{6}"]).screen_terms() is None
     guard = MessageGuard(Redactor(env=False, patterns=[r"\d{6}"]))
-    assert guard.screen("plain words") and guard.screen_args('{"a":1}')
+    assert guard.screen("plain words") and guard.screen('{"a":1}')
     assert guard.text("code 123456 here") == "code [REDACTED:custom] here"
 
 
@@ -94,9 +94,9 @@ def test_screen_flags_media_caps_and_escapes() -> None:
     escaped = '{"k": "\\u0073kabc"}'  # no gate character, but an escape
     # Redactor.find looks behind escapes in any field (a reader may decode it):
     # text and arguments alike need the full look.
-    assert guard.screen_args(escaped) and guard.screen(escaped)
+    assert guard.screen(escaped)
     no_redaction = MessageGuard(None, max_field_chars=100)
-    assert not no_redaction.screen_args('{"k": "\\n"}')  # escapes only matter to redaction
+    assert not no_redaction.screen('{"k": "\\n"}')  # escapes only matter to redaction
 
 
 def _lines(path: Path) -> list[dict[str, object]]:
