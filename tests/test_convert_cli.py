@@ -11,16 +11,16 @@ from pathlib import Path
 import pytest
 
 from ststrace import read, validate
-from ststrace._cli.convert import _Progress, add_convert_parser, run_convert
+from ststrace._cli.convert import _Progress
+from ststrace._cli.convert import run as run_convert
+from ststrace.cli import build_parser
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "agent-traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "convert"
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ststrace")
-    add_convert_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def test_convert_many_with_one_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,7 +29,7 @@ def test_convert_many_with_one_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     bad.write_text('{"what": "is this"}\n')
     out = tmp_path / "out"
     args = _parse(["convert", str(FIXTURES / "pi_v1.jsonl"), str(bad), str(FIXTURES / "claude_sidechain.jsonl"), "-o", str(out)])
-    assert args.func is run_convert
+    assert args.command == "convert"
     assert run_convert(args) == 1
     stdout, stderr = capsys.readouterr()
     assert stderr.strip().splitlines() == [f"ststrace convert: {bad}: cannot tell which agent wrote this file; pass --from with one of: pi, claude-code, codex, hermes, droid, cursor, openai"]

@@ -25,8 +25,15 @@ from typing import Any
 import pytest
 
 from ststrace import validate
-from ststrace._cli.convert import add_convert_parser, run_convert
-from ststrace._convert import ConvertError, convert_file, detect, output_name, write_trace
+from ststrace._cli.convert import run as run_convert
+from ststrace._convert import (
+    ConvertError,
+    convert_file,
+    detect,
+    output_name,
+    write_trace,
+)
+from ststrace.cli import build_parser
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE / "fixtures" / "agent-traces"
@@ -199,9 +206,7 @@ def test_mutants_many(tmp_path: Path) -> None:
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ststrace")
-    add_convert_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def test_cli_batch_of_mutants_reports_each_and_continues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -14,10 +14,11 @@ from typing import Any
 import pytest
 
 from ststrace import read, validate
-from ststrace._cli.convert import add_convert_parser, run_convert
+from ststrace._cli.convert import run as run_convert
 from ststrace._convert import convert, convert_file, write_trace
 from ststrace._convert.to_pi import pi_bytes, pi_lines
 from ststrace._reader import Trace
+from ststrace.cli import build_parser
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE / "fixtures" / "agent-traces"
@@ -147,9 +148,7 @@ def test_sts_to_pi_layout() -> None:
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ststrace")
-    add_convert_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def test_cli_to_pi_from_other_agents_and_from_sts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

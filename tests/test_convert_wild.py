@@ -17,12 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from test_redact import POSITIVES
 
 from ststrace import validate
-from ststrace._cli.convert import add_convert_parser, run_convert
-from ststrace._convert import ConvertError, convert, convert_file, detect, output_name, write_trace
+from ststrace._cli.convert import run as run_convert
+from ststrace._convert import (
+    ConvertError,
+    convert,
+    convert_file,
+    detect,
+    output_name,
+    write_trace,
+)
 from ststrace._reader import Trace
-from test_redact import POSITIVES
+from ststrace.cli import build_parser
 
 HERE = Path(__file__).resolve().parent
 WILD = HERE / "fixtures" / "convert-wild"
@@ -52,9 +60,7 @@ def _valid(trace: Trace, tmp_path: Path) -> Path:
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ststrace")
-    add_convert_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def _cli(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -26,11 +26,14 @@ import pytest
 huggingface_hub = pytest.importorskip("huggingface_hub")
 from huggingface_hub import HfApi  # noqa: E402
 
-from ststrace import Session  # noqa: E402
-from ststrace import _hub  # noqa: E402
-from ststrace._cli.upload import add_upload_parser, run_upload  # noqa: E402
+from ststrace import (
+    Session,  # noqa: E402
+    _hub,  # noqa: E402
+)
+from ststrace._cli.upload import run as run_upload  # noqa: E402
 from ststrace._convert import write_trace  # noqa: E402
 from ststrace._reader import Trace  # noqa: E402
+from ststrace.cli import build_parser  # noqa: E402
 from ststrace.testing import localhost_only  # noqa: E402
 
 FAKE_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # shaped like a Hugging Face token, made up
@@ -379,9 +382,7 @@ def test_background_sync_failure_is_logged_not_raised(tmp_path: Path, caplog: py
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="ststrace")
-    add_upload_parser(parser.add_subparsers(dest="command"))
-    return parser.parse_args(argv)
+    return build_parser().parse_args(argv)
 
 
 def test_cli_upload_reports_refusals_and_exit_code(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -390,7 +391,7 @@ def test_cli_upload_reports_refusals_and_exit_code(tmp_path: Path, capsys: pytes
     leaky = _trace_file(tmp_path / "leaky.jsonl", secret=FAKE_TOKEN)
     api = FakeHfApi()
     args = _parse(["upload", str(good), str(leaky), "--repo", "alice/t"])
-    assert args.func is run_upload
+    assert args.command == "upload"
     assert run_upload(args, api=api) == 1
     out, err = capsys.readouterr()
     assert f"refused {leaky}:2: secret:" in err

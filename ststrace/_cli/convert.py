@@ -29,14 +29,18 @@ from .._convert import (
 )
 from .._convert.to_pi import CONVERTED_BY, pi_bytes
 
-__all__ = ["HELP", "add_convert_parser", "plural", "run", "run_convert", "setup", "setup_convert"]
+__all__ = ["HELP", "plural", "run", "setup"]
 
 
-HELP = CONVERT_HELP = "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS traces"
+HELP = "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS traces"
 
 
-def setup_convert(p: argparse.ArgumentParser) -> None:
-    """Add ``convert``'s arguments to *p* (for a table of commands)."""
+def setup(p: argparse.ArgumentParser) -> None:
+    """Add ``convert``'s arguments and description to its sub-parser *p*."""
+    p.description = (
+        "Convert Pi, Claude Code, Codex, Hermes, Droid, Cursor or OpenAI-messages session files "
+        "to STS traces, one file per session in OUTDIR. The format is detected unless --from is given."
+    )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="session file(s) or directories (every *.jsonl under it)")
     p.add_argument("-o", "--out", dest="outdir", required=True, metavar="OUTDIR", help="directory for the converted files")
     p.add_argument("--from", dest="from_", metavar="FORMAT", help=f"source format: {', '.join(FORMATS)} (default: detect)")
@@ -53,21 +57,6 @@ def setup_convert(p: argparse.ArgumentParser) -> None:
         "--skip-existing", action="store_true", help="leave outputs that already hold the same session alone (reported as skipped)"
     )
     again.add_argument("--force", action="store_true", help="replace existing outputs that ststrace wrote (never other files)")
-    p.set_defaults(func=run_convert)
-
-
-def add_convert_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``convert`` sub-command to an argparse sub-parsers object."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "convert",
-        help=HELP,
-        description=(
-            "Convert Pi, Claude Code, Codex, Hermes, Droid, Cursor or OpenAI-messages session files "
-            "to STS traces, one file per session in OUTDIR. The format is detected unless --from is given."
-        ),
-    )
-    setup_convert(p)
-    return p
 
 
 class _Progress:
@@ -230,7 +219,7 @@ def _write(path: Path, traces: list[Trace], args: argparse.Namespace, outdir: Pa
     return kept
 
 
-def run_convert(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     outdir = Path(args.outdir)
     err: TextIO = sys.stderr
     if args.from_ is not None:
@@ -313,6 +302,3 @@ def _reason(path: Path, exc: BaseException) -> str:
     text = " ".join(text.split())
     return text if str(path) in text else f"{path}: {text}"
 
-
-setup = setup_convert
-run = run_convert

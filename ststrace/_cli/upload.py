@@ -10,13 +10,18 @@ from typing import Any, Iterator, TextIO
 
 from .convert import plural
 
-__all__ = ["HELP", "add_upload_parser", "run", "run_upload", "setup", "setup_upload"]
+__all__ = ["HELP", "run", "setup"]
 
 HELP = "check traces, then upload them to a Hub dataset repo or Storage Bucket"
 
 
-def setup_upload(p: argparse.ArgumentParser) -> None:
-    """Add ``upload``'s arguments to *p* (for a table of commands)."""
+def setup(p: argparse.ArgumentParser) -> None:
+    """Add ``upload``'s arguments and description to its sub-parser *p*."""
+    p.description = (
+        "Upload STS trace files to the Hugging Face Hub. Every file is validated and scanned for "
+        "secrets first; a file with errors or secrets is refused unless --force. Needs huggingface_hub "
+        "(pip install 'ststrace[hub]') and a token (hf auth login, or HF_TOKEN)."
+    )
     p.add_argument("paths", nargs="+", metavar="PATH", help="trace files or directories (every *.jsonl under it)")
     dest = p.add_mutually_exclusive_group(required=True)
     dest.add_argument("--repo", metavar="USER/NAME", help="dataset repository (created private unless --public)")
@@ -24,22 +29,6 @@ def setup_upload(p: argparse.ArgumentParser) -> None:
     p.add_argument("--public", action="store_true", help="create the repo or bucket public")
     p.add_argument("--force", action="store_true", help="send files even with errors or detected secrets")
     p.add_argument("--dry-run", action="store_true", help="check and show what would be sent; send nothing")
-    p.set_defaults(func=run_upload)
-
-
-def add_upload_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``upload`` sub-command to an argparse sub-parsers object."""
-    p: argparse.ArgumentParser = subparsers.add_parser(
-        "upload",
-        help=HELP,
-        description=(
-            "Upload STS trace files to the Hugging Face Hub. Every file is validated and scanned for "
-            "secrets first; a file with errors or secrets is refused unless --force. Needs huggingface_hub "
-            "(pip install 'ststrace[hub]') and a token (hf auth login, or HF_TOKEN)."
-        ),
-    )
-    setup_upload(p)
-    return p
 
 
 @contextlib.contextmanager
@@ -62,7 +51,7 @@ def _quiet_refusals() -> Iterator[None]:
 MAX_SHOWN = 20
 
 
-def run_upload(args: argparse.Namespace, *, api: Any = None) -> int:
+def run(args: argparse.Namespace, *, api: Any = None) -> int:
     from .._hub import parse_target, upload
 
     err: TextIO = sys.stderr
@@ -107,6 +96,3 @@ def run_upload(args: argparse.Namespace, *, api: Any = None) -> int:
     )
     return 1 if refused else 0
 
-
-setup = setup_upload
-run = run_upload
