@@ -43,6 +43,12 @@ class TraceFormatError(StstraceError, ValueError):
         super().__init__(f"{self.path}:{line}: {message}")
 
 
+class BadArgument(ValueError):
+    """A recording call's argument that ststrace's own checks refuse (a plain
+    ``ValueError`` to the caller). Recording methods let these through and
+    swallow every other failure of building a record."""
+
+
 class InstrumentationError(StstraceError):
     """A client library asked for by name cannot be instrumented."""
 

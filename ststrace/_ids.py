@@ -8,6 +8,8 @@ import re
 import threading
 import time
 
+from ._errors import BadArgument
+
 _ID_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
 _uuid7_lock = threading.Lock()
@@ -41,7 +43,7 @@ def new_session_id() -> str:
 def check_id(value: object) -> str:
     """Validate a user-given session id (it becomes a file name)."""
     if not isinstance(value, str) or not _ID_RE.fullmatch(value) or value in (".", ".."):
-        raise ValueError(
+        raise BadArgument(
             f"invalid session id {value!r}: use 1-128 characters from A-Z a-z 0-9 . _ - "
             "(it becomes the file name)"
         )

@@ -7,12 +7,17 @@ optional fields are left out (never ``null``), ``arguments`` is JSON text.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping  # typing.Mapping makes isinstance() several times slower
+from collections.abc import (  # typing.Mapping makes isinstance() several times slower
+    Callable,
+    Iterable,
+    Mapping,
+)
 from typing import Any
 
 import orjson
 
 from ._encode import content_text, json_text
+from ._errors import BadArgument
 from ._ids import new_tool_call_id
 
 ROLES = frozenset({"user", "assistant", "system", "tool"})
@@ -39,15 +44,15 @@ def check_metadata(metadata: Mapping[str, Any] | None) -> dict[str, Any]:
     if metadata is None:
         return {}
     if not isinstance(metadata, Mapping):
-        raise ValueError(f"metadata must be a mapping, not {type(metadata).__name__}")
+        raise BadArgument(f"metadata must be a mapping, not {type(metadata).__name__}")
     clash = sorted(RESERVED_HEADER_KEYS.intersection(metadata))
     if clash:
-        raise ValueError(
+        raise BadArgument(
             f"metadata may not set {', '.join(map(repr, clash))}: use Session(harness=, id=, name=) instead"
         )
     bad = [k for k in metadata if not isinstance(k, str)]
     if bad:
-        raise ValueError(f"metadata keys must be strings, got {bad[0]!r}")
+        raise BadArgument(f"metadata keys must be strings, got {bad[0]!r}")
     return {k: v for k, v in metadata.items() if v is not None}
 
 
@@ -72,17 +77,17 @@ def normalize_tool_call(call: Any) -> dict[str, Any]:
         if callable(dump):
             call = dump()
         else:
-            raise ValueError(f"a tool call must be a dict, not {type(call).__name__}")
+            raise BadArgument(f"a tool call must be a dict, not {type(call).__name__}")
     fn = call.get("function")
     if isinstance(fn, Mapping):
         name, args = fn.get("name"), fn.get("arguments")
     else:
         name, args = call.get("name"), call.get("arguments", call.get("input"))
     if not isinstance(name, str) or not name:
-        raise ValueError(f"tool call without a function name: {call!r}")
+        raise BadArgument(f"tool call without a function name: {call!r}")
     call_id = call.get("id") or call.get("call_id") or new_tool_call_id()
     if not isinstance(call_id, str):
-        raise ValueError(f"tool call id must be a string, not {type(call_id).__name__}")
+        raise BadArgument(f"tool call id must be a string, not {type(call_id).__name__}")
     return tool_call(call_id, name, args)
 
 
@@ -163,36 +168,36 @@ def single_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 def check_message(raw: Any) -> dict[str, Any]:
     """Validate a raw STS message given to ``Session.record``; returns a clean copy."""
     if not isinstance(raw, Mapping):
-        raise ValueError(f"a message must be a dict, not {type(raw).__name__}")
+        raise BadArgument(f"a message must be a dict, not {type(raw).__name__}")
     role = raw.get("role")
     if role not in ROLES:
-        raise ValueError(f"message role must be one of {sorted(ROLES)}, got {role!r}")
+        raise BadArgument(f"message role must be one of {sorted(ROLES)}, got {role!r}")
     if "content" not in raw or raw["content"] is None:
-        raise ValueError(f"{role} message has no content (use \"\" for empty content)")
+        raise BadArgument(f"{role} message has no content (use \"\" for empty content)")
     msg = {k: v for k, v in raw.items() if v is not None}
     msg["content"] = content_text(msg["content"])
     if "reasoningContent" in msg:
         msg["reasoningContent"] = content_text(msg["reasoningContent"])
     if "toolCalls" in msg:
         if role != "assistant":
-            raise ValueError("only assistant messages may carry toolCalls")
+            raise BadArgument("only assistant messages may carry toolCalls")
         msg["toolCalls"] = normalize_tool_calls(msg["toolCalls"])
         if not msg["toolCalls"]:
             del msg["toolCalls"]
     for key in ("toolCallId", "model"):
         if key in msg and not isinstance(msg[key], str):
-            raise ValueError(f"{key} must be a string")
+            raise BadArgument(f"{key} must be a string")
     if "usage" in msg:
         if role != "assistant":
-            raise ValueError("only assistant messages may carry usage")
+            raise BadArgument("only assistant messages may carry usage")
         msg["usage"] = check_usage(msg["usage"])
     if role == "tool" and "toolCallId" not in msg:
-        raise ValueError("a tool message needs a toolCallId")
+        raise BadArgument("a tool message needs a toolCallId")
     ts = msg.get("timestamp")
     if ts is None:
         msg["timestamp"] = now_ms()
     elif isinstance(ts, bool) or not isinstance(ts, int):
-        raise ValueError(f"timestamp must be integer epoch milliseconds, got {ts!r}")
+        raise BadArgument(f"timestamp must be integer epoch milliseconds, got {ts!r}")
     return msg
 
 

@@ -18,10 +18,10 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _files, _ids, _records, _registry, _signals, _subagents
+from . import _context, _files, _records, _registry, _signals, _subagents
 from ._encode import content_text, dumps
-from ._errors import WriteError, internal_error, logger
 from ._env import getenv as _getenv
+from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
 from ._ids import check_id, new_session_id, new_tool_call_id
 from ._redact import Redactor
@@ -171,14 +171,14 @@ class Session:
         if id is not None:
             check_id(id)
         if name is not None and not isinstance(name, str):
-            raise ValueError(f"name must be a string, not {type(name).__name__}")
+            raise BadArgument(f"name must be a string, not {type(name).__name__}")
         harness = harness if harness is not None else _getenv("STSTRACE_HARNESS") or "ststrace"
         if not isinstance(harness, str) or not harness:
-            raise ValueError("harness must be a non-empty string")
+            raise BadArgument("harness must be a non-empty string")
         if flush_interval <= 0:
-            raise ValueError("flush_interval must be positive")
+            raise BadArgument("flush_interval must be positive")
         if buffer_size <= 0:
-            raise ValueError("buffer_size must be positive")
+            raise BadArgument("buffer_size must be positive")
         self.harness = harness
         self.name = name
         self.metadata = _records.check_metadata(metadata)
@@ -328,7 +328,7 @@ class Session:
 
     def _open_for_resume(self) -> int:
         if self._trace_path.is_symlink():
-            raise ValueError(f"{self._trace_path} is a symlink; ststrace does not follow it")
+            raise BadArgument(f"{self._trace_path} is a symlink; ststrace does not follow it")
         # One descriptor, opened without blocking and checked to be a regular
         # file, reads, cuts and appends (a FIFO would block a plain open).
         fd = open_resume(self._trace_path)
@@ -352,9 +352,9 @@ class Session:
                 and isinstance(header.get("id"), str)
                 and isinstance(header.get("harness"), str)
             ):
-                raise ValueError(f"{self._trace_path}:1: not an STS session header; cannot resume this file")
+                raise BadArgument(f"{self._trace_path}:1: not an STS session header; cannot resume this file")
             if self._given_id is not None and header["id"] != self._given_id:
-                raise ValueError(
+                raise BadArgument(
                     f"{self._trace_path}: session id is {header['id']!r}, not {self._given_id!r}; cannot resume"
                 )
             self.id = header["id"]
@@ -680,7 +680,7 @@ class Session:
     def tool(self, tool_call_id: str, content: Any) -> None:
         """Record the result of tool call *tool_call_id*."""
         if not isinstance(tool_call_id, str) or not tool_call_id:
-            raise ValueError(f"tool_call_id must be a non-empty string, got {tool_call_id!r}")
+            raise BadArgument(f"tool_call_id must be a non-empty string, got {tool_call_id!r}")
         try:
             msg = _records.message("tool", content, tool_call_id=tool_call_id)
         except Exception as exc:
@@ -706,7 +706,7 @@ class Session:
         self._emit(msg)
 
     def _not_recorded(self, role: str, exc: Exception) -> None:
-        if isinstance(exc, ValueError) and _raised_by_checks(exc):
+        if isinstance(exc, BadArgument):
             raise exc  # the caller's mistake, said by ststrace's own check
         self._dropped += 1
         if self._dropped <= _MAX_DROP_WARNINGS:
@@ -931,7 +931,7 @@ def _check_path(arg: str | os.PathLike[str]) -> None:
     text = os.fspath(arg)
     suffix = os.path.splitext(text.rstrip("/" + os.sep))[1]
     if suffix and suffix != ".jsonl" and not os.path.isdir(text):
-        raise ValueError(
+        raise BadArgument(
             f"Session path {text!r}: give a directory (the file is named after the session id) "
             f"or a file ending in .jsonl, such as {os.path.splitext(text)[0] + '.jsonl'!r}"
         )
@@ -947,7 +947,7 @@ def _note_disabled() -> None:
 def _load_sync(sync_to: str) -> None:
     """Fail at construction, not at close, when ``sync_to`` cannot work."""
     if not isinstance(sync_to, str) or not sync_to:
-        raise ValueError(f"sync_to must be a non-empty string such as 'hf://datasets/USER/NAME', not {sync_to!r}")
+        raise BadArgument(f"sync_to must be a non-empty string such as 'hf://datasets/USER/NAME', not {sync_to!r}")
     if importlib.util.find_spec("huggingface_hub") is None:
         raise ImportError(
             "Session(sync_to=...) uploads with huggingface_hub, which is not installed: "
@@ -965,21 +965,6 @@ def close_all() -> None:
 
 
 _MAX_DROP_WARNINGS = 10
-
-# ValueErrors raised here are ststrace's checks of the caller's arguments.
-_CHECKS = frozenset(
-    {_records.__file__, _ids.__file__, __file__, os.path.join(os.path.dirname(__file__), "_adapters", "usage.py")}
-)
-
-
-def _raised_by_checks(exc: BaseException) -> bool:
-    tb = exc.__traceback__
-    if tb is None:
-        return False
-    while tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb.tb_frame.f_code.co_filename in _CHECKS
-
 
 # Every session, opened or not: a thread may hold one's state lock at fork.
 _all_sessions: weakref.WeakSet[Session] = weakref.WeakSet()

@@ -29,6 +29,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from .._errors import BadArgument
 from ._common import get
 
 __all__ = [
@@ -240,19 +241,19 @@ def check_usage(value: Any) -> Usage:
     if isinstance(value, Mapping) and any(k in value for k in (*USAGE_KEYS, "reasoning", "cost")):
         for key in (*USAGE_KEYS, "reasoning"):
             if key in value and _int(value[key]) is None:
-                raise ValueError(f"usage[{key!r}] must be a non-negative integer, got {value[key]!r}")
+                raise BadArgument(f"usage[{key!r}] must be a non-negative integer, got {value[key]!r}")
         if "input" not in value and "output" not in value:
-            raise ValueError("usage needs at least 'input' or 'output' token counts")
+            raise BadArgument("usage needs at least 'input' or 'output' token counts")
         cost = value.get("cost")
         if cost is not None:
             if not isinstance(cost, Mapping):
-                raise ValueError(f"usage['cost'] must be a dict, not {type(cost).__name__}")
+                raise BadArgument(f"usage['cost'] must be a dict, not {type(cost).__name__}")
             for key, amount in cost.items():
                 if key not in COST_KEYS or not _number(amount):
-                    raise ValueError(f"usage['cost'][{key!r}] must be one of {COST_KEYS} with a non-negative number")
+                    raise BadArgument(f"usage['cost'][{key!r}] must be one of {COST_KEYS} with a non-negative number")
     usage = usage_of(value)
     if usage is None:
-        raise ValueError(
+        raise BadArgument(
             "usage must be a dict like {'input': 10, 'output': 5} or a provider's usage object, "
             f"not {type(value).__name__}"
         )
@@ -265,22 +266,22 @@ def check_prices(prices: Any) -> Any:
     if prices is None or callable(prices):
         return prices
     if not isinstance(prices, Mapping):
-        raise ValueError(f"prices must be a dict of model -> per-token prices, or a callable, not {type(prices).__name__}")
+        raise BadArgument(f"prices must be a dict of model -> per-token prices, or a callable, not {type(prices).__name__}")
     for model, table in prices.items():
         if not isinstance(model, str):
-            raise ValueError(f"prices keys must be model names (strings), got {model!r}")
+            raise BadArgument(f"prices keys must be model names (strings), got {model!r}")
         _check_table(table, f"prices[{model!r}]")
     return prices
 
 
 def _check_table(table: Any, where: str) -> Mapping[str, float]:
     if not isinstance(table, Mapping):
-        raise ValueError(f"{where} must be a dict of USD per token, not {type(table).__name__}")
+        raise BadArgument(f"{where} must be a dict of USD per token, not {type(table).__name__}")
     for key, price in table.items():
         if key not in _PRICE_KEYS:
-            raise ValueError(f"{where}: unknown price {key!r}; use {sorted(_PRICE_KEYS)} (USD per token)")
+            raise BadArgument(f"{where}: unknown price {key!r}; use {sorted(_PRICE_KEYS)} (USD per token)")
         if not _number(price):
-            raise ValueError(f"{where}[{key!r}] must be a non-negative number (USD per token), got {price!r}")
+            raise BadArgument(f"{where}[{key!r}] must be a non-negative number (USD per token), got {price!r}")
     return table
 
 
