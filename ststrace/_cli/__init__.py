@@ -1,6 +1,6 @@
 """The ``ststrace`` command line: one module per command.
 
-Each command module has ``HELP``, ``setup(parser)`` (its arguments) and
+Each command module has ``setup(parser)`` (its arguments) and
 ``run(args) -> int`` (the exit code), and one row in :data:`COMMANDS`. A command
 is imported only when it runs, so ``ststrace --help`` and a plain
 ``import ststrace`` load none of the heavier modules (converters, hub, viewer).
@@ -26,28 +26,28 @@ from ._common import CliError, Command, describe, warn, warnings_to_stderr
 __all__ = ["COMMANDS", "CliError", "build_parser", "main"]
 
 
-def _lazy(module: str, name: str, help: str) -> Command:
+def _lazy(name: str, help: str) -> Command:
     """A row whose module is imported only when the command is set up or run."""
 
     def setup(p: argparse.ArgumentParser) -> None:
-        importlib.import_module(f"{__name__}.{module}").setup(p)
+        importlib.import_module(f"{__name__}.{name}").setup(p)
 
     def run(args: argparse.Namespace) -> int:
-        return int(importlib.import_module(f"{__name__}.{module}").run(args))
+        return int(importlib.import_module(f"{__name__}.{name}").run(args))
 
     return Command(name, help, setup, run)
 
 
 #: One row per command, in the order ``ststrace --help`` lists them.
 COMMANDS: list[Command] = [
-    _lazy("validate", "validate", "check trace files against STS-Format"),
-    _lazy("view", "view", "write a self-contained HTML viewer page for a trace"),
-    _lazy("stats", "stats", "count messages, tool calls, errors, models, duration"),
-    _lazy("cat", "cat", "print a trace as a readable transcript"),
-    _lazy("tail", "tail", "follow a trace while it is being written"),
-    _lazy("convert", "convert", "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS"),
-    _lazy("upload", "upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket"),
-    _lazy("otlp", "otlp", "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"),
+    _lazy("validate", "check trace files against STS-Format"),
+    _lazy("view", "write a self-contained HTML viewer page for a trace"),
+    _lazy("stats", "count messages, tool calls, errors, models, tokens, sub-agents, duration"),
+    _lazy("cat", "print a trace as a readable transcript"),
+    _lazy("tail", "follow a trace while it is being written"),
+    _lazy("convert", "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS"),
+    _lazy("upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket"),
+    _lazy("otlp", "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"),
 ]
 
 

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from ._common import trace_file
 
-HELP = "print a trace as a readable transcript"
-
 
 def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("file", type=Path, metavar="FILE", help="trace file (.jsonl)")

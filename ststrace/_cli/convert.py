@@ -29,10 +29,7 @@ from .._convert import (
 )
 from .._convert.to_pi import CONVERTED_BY, pi_bytes
 
-__all__ = ["HELP", "plural", "run", "setup"]
-
-
-HELP = "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS traces"
+__all__ = ["plural", "run", "setup"]
 
 
 def setup(p: argparse.ArgumentParser) -> None:

@@ -8,8 +8,6 @@ from pathlib import Path
 
 from ._common import CliError, positive_float, trace_file
 
-HELP = "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"
-
 
 def _header(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")

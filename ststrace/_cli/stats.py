@@ -12,9 +12,7 @@ from .._errors import TraceFormatError
 from ._common import CliError, describe, dump_json, trace_file, trace_files, warn
 from ._text import fmt_duration, is_error
 
-__all__ = ["HELP", "TraceStats", "collect", "format_stats", "run", "setup", "total"]
-
-HELP = "count messages, tool calls, errors, models, tokens, sub-agents, duration"
+__all__ = ["TraceStats", "collect", "format_stats", "run", "setup", "total"]
 
 _ROLES = ("user", "assistant", "system", "tool")
 

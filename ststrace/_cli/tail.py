@@ -16,9 +16,7 @@ from .._errors import TraceFormatError
 from .._records import ROLES
 from ._common import non_negative_int, positive_float, trace_file
 
-__all__ = ["HELP", "Follower", "follow", "run", "setup"]
-
-HELP = "follow a trace while it is being written"
+__all__ = ["Follower", "follow", "run", "setup"]
 
 
 class Follower:

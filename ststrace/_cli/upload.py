@@ -10,9 +10,7 @@ from typing import Any, Iterator, TextIO
 
 from .convert import plural
 
-__all__ = ["HELP", "run", "setup"]
-
-HELP = "check traces, then upload them to a Hub dataset repo or Storage Bucket"
+__all__ = ["run", "setup"]
 
 
 def setup(p: argparse.ArgumentParser) -> None:

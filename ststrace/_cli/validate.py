@@ -8,8 +8,6 @@ from typing import Any
 
 from ._common import CliError, describe, dump_json, one_line, trace_file, warn
 
-HELP = "check trace files against STS-Format"
-
 #: Problems printed per file; a broken file's first lines say what is wrong.
 MAX_SHOWN = 20
 

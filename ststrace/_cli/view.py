@@ -14,8 +14,6 @@ from urllib.parse import quote
 from .._errors import TraceFormatError
 from ._common import CliError, describe, trace_file, trace_files, warn
 
-HELP = "write a self-contained HTML viewer page for a trace"
-
 
 def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument(
