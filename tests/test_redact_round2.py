@@ -13,33 +13,18 @@ file holds no string a secret scanner would flag.
 from __future__ import annotations
 
 import json
-import random
 import string
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from test_redact import _B62, body
 
-from ststrace import Session, tool
-from ststrace import _hub
-from ststrace._convert import write_trace
+from ststrace import Session, _hub, tool
 from ststrace._guard import MessageGuard
-from ststrace._reader import Trace, read, validate
+from ststrace._reader import read, validate
 from ststrace._redact import Redactor, env_secrets, is_secret_env_name, marker
-
-_rng = random.Random(13)
-_B62 = string.ascii_letters + string.digits
-
-
-def body(n: int, alphabet: str = _B62) -> str:
-    """A random-looking body holding every character class of *alphabet*."""
-    classes = [f for f in (str.isupper, str.islower, str.isdigit) if any(f(c) for c in alphabet)]
-    while True:
-        s = "".join(_rng.choice(alphabet) for _ in range(n))
-        if all(any(f(c) for c in s) for f in classes):
-            return s
-
 
 PEM_LINES = [body(64, _B62 + "+/") for _ in range(8)] + [body(36, _B62 + "+/") + "=="]
 PEM = "\n".join(["-----BEGIN RSA " + "PRIVATE KEY-----", *PEM_LINES, "-----END RSA PRIVATE KEY-----"])
