@@ -15,6 +15,11 @@ CORE   := $(VENV)/.ststrace-core
 OAI2   := .venv-openai2
 OAI2_STAMP := $(OAI2)/.ststrace-installed
 OAI2_TESTS := tests/frameworks/test_crewai.py tests/frameworks/test_llamaindex.py
+# google-genai pins tenacity below the main environment's and google-adk needs
+# google-genai<3: their tests run in .venv-google (the test-google extra).
+GOOGLE := .venv-google
+GOOGLE_STAMP := $(GOOGLE)/.ststrace-installed
+GOOGLE_TESTS := tests/test_integration_google_genai.py
 
 .PHONY: demo test bench typecheck clean
 
@@ -38,8 +43,14 @@ $(OAI2_STAMP): pyproject.toml
 	$(OAI2)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-openai2]'
 	touch $(OAI2_STAMP)
 
-test: $(STAMP) $(OAI2_STAMP)
+$(GOOGLE_STAMP): pyproject.toml
+	test -x $(GOOGLE)/bin/python || $(PYTHON) -m venv $(GOOGLE)
+	$(GOOGLE)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-google]'
+	touch $(GOOGLE_STAMP)
+
+test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP)
 	$(OAI2)/bin/python -m pytest -q -p no:cacheprovider $(OAI2_TESTS)
+	$(GOOGLE)/bin/python -m pytest -q -p no:cacheprovider $(GOOGLE_TESTS)
 	$(BIN)/python -m pytest -q
 
 typecheck: $(STAMP)
@@ -49,4 +60,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) .venv-crewai traces .pytest_cache .mypy_cache

@@ -28,6 +28,28 @@ from ._encode import content_text, dumps, json_text
 from ._errors import internal_error, logger
 from ._session import Session
 
+class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc,type-arg]
+    def __copy__(self) -> _BoundWrapper:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> _BoundWrapper:
+        return self
+
+
+class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg]
+    """The decorated function. Copied as itself, as a function is: SDKs
+    deep-copy the tools they are given (google-genai copies its config, tool
+    functions included, on every call), and wrapt's proxies refuse to be copied."""
+
+    __bound_function_wrapper__ = _BoundWrapper
+
+    def __copy__(self) -> _Wrapper:
+        return self
+
+    def __deepcopy__(self, memo: Any) -> _Wrapper:
+        return self
+
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 # Bound once: set around every @tool call (sub-agent links), so lookups count.
@@ -405,7 +427,7 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             begin = functools.partial(_tool_observer, spec, session, instance, args, kwargs, bound)
             return trace(gen, begin, False)
 
-    return wrapt.FunctionWrapper(func, wrapper)
+    return _Wrapper(func, wrapper)
 
 
 async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str) -> Any:
@@ -797,7 +819,7 @@ def _make_llm(func: Any, model: str | None, capture_input: bool) -> Any:
             begin = functools.partial(_llm_observer, session, model, capture_input, args, kwargs)
             return trace(gen, begin, True)
 
-    return wrapt.FunctionWrapper(func, wrapper)
+    return _Wrapper(func, wrapper)
 
 
 async def _run_llm_async(coro: Any, call: _LlmCall) -> Any:

@@ -41,6 +41,7 @@ INTEGRATIONS = {
     "openai_agents": "ststrace.integrations.openai_agents",
     "smolagents": "ststrace.integrations.smolagents",
     "llama_index": "ststrace.integrations.llama_index",
+    "google_genai": "ststrace.integrations.google_genai",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -50,6 +51,9 @@ _ALIASES = {
     "agents": "openai_agents",
     "llama-index": "llama_index",
     "llamaindex": "llama_index",
+    "google-genai": "google_genai",
+    "genai": "google_genai",
+    "gemini": "google_genai",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -59,6 +63,7 @@ _EXTRAS = {
     "openai_agents": "agents",
     "smolagents": "smolagents",
     "llama_index": "llamaindex",
+    "google_genai": "google-genai",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -151,7 +156,8 @@ def instrument(*names: str) -> list[str]:
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
     ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
     an OpenAI Agents SDK run ends; its model calls are openai's), and the agent
-    frameworks ``"smolagents"`` and ``"llama_index"`` (see :mod:`ststrace.integrations`).
+    frameworks ``"smolagents"`` and ``"llama_index"``, and ``"google_genai"`` (or
+    ``"gemini"``: the Gemini API and Vertex AI) (see :mod:`ststrace.integrations`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already

@@ -95,6 +95,50 @@ def async_hf_client(api: FakeAPI, **kwargs: Any) -> Any:
     return AsyncInferenceClient(**{"base_url": api.hf_base_url, "api_key": "test", "timeout": TIMEOUT, **kwargs})
 
 
+#: Environment variables google-genai and google-auth read: a developer's own
+#: key, project or credentials must not leak into (or out of) a test.
+GOOGLE_ENV = (
+    "GOOGLE_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_GENAI_USE_VERTEXAI",
+    "GOOGLE_CLOUD_PROJECT",
+    "GOOGLE_CLOUD_LOCATION",
+    "GOOGLE_APPLICATION_CREDENTIALS",
+    "GOOGLE_GEMINI_BASE_URL",
+    "GOOGLE_VERTEX_BASE_URL",
+)
+
+
+def quiet_google(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No developer key, project or credentials from the environment, and no
+    probe of the GCE metadata server by google-auth."""
+    for var in GOOGLE_ENV:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("NO_GCE_CHECK", "True")
+
+
+def gemini_client(api: FakeAPI, *, vertexai: bool = False, **kwargs: Any) -> Any:
+    """A ``google.genai.Client`` for ``api`` (Gemini API, or Vertex AI with a
+    fixed bearer token), with no retries and a 5 s timeout."""
+    from google import genai
+    from google.genai import types
+
+    http = types.HttpOptions(
+        base_url=api.gemini_base_url,
+        timeout=int(TIMEOUT * 1000),
+        retry_options=types.HttpRetryOptions(attempts=1),
+    )
+    if vertexai:
+        from google.oauth2.credentials import Credentials
+
+        options: dict[str, Any] = dict(
+            vertexai=True, project="test-project", location="us-central1", credentials=Credentials(token="test")
+        )
+    else:
+        options = dict(api_key="test")
+    return genai.Client(**{**options, "http_options": http, **kwargs})
+
+
 @pytest.fixture
 def no_external_network() -> Iterator[list[str]]:
     """Refuse non-loopback connections and look-ups; fail at teardown if any was attempted."""

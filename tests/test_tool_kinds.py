@@ -418,3 +418,24 @@ def test_nested_tools_each_follow_their_call(tmp_path: Path) -> None:
     names = [m["toolCalls"][0]["function"]["name"] for m in msgs if m["role"] == "assistant"]
     assert names == ["fact", "fact", "fact", "leaf"]
     assert [m["content"] for m in tool_results(msgs)] == ["1", "1", "2", "6"]
+
+
+def test_a_decorated_function_is_copied_as_itself() -> None:
+    """SDKs deep-copy the tools they are given (google-genai does on every
+    automatic-function-calling request); a function copies as itself, and so
+    must its wrapper, bound or not, rather than raise."""
+    import copy
+
+    @tool
+    def lookup(city: str) -> str:
+        return city
+
+    class Tools:
+        @tool
+        def find(self, city: str) -> str:
+            return city
+
+    bound = Tools().find
+    assert copy.deepcopy(lookup) is lookup and copy.copy(lookup) is lookup
+    assert copy.deepcopy(bound) is bound and copy.copy(bound) is bound
+    assert copy.deepcopy({"tools": [lookup]})["tools"][0] is lookup

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import gemini
 from ._common import Message, get, internal_error
 from .messages import message_from_message_like
 from .openai_chat import message_from_completion
@@ -24,6 +25,8 @@ def convert(obj: Any) -> Message | None:
         return message_from_response(obj)
     if role == "assistant" or (role is None and get(obj, "type") == "message"):
         return message_from_message_like(obj)
+    if gemini.is_response(obj):
+        return gemini.message_from_response(obj)
     return None
 
 
@@ -31,7 +34,7 @@ def response_to_message(obj: object, *, usage: bool = False) -> Message | None:
     """The STS assistant message for a model reply, or ``None`` if not understood.
 
     Understands OpenAI ``ChatCompletion`` (and LiteLLM / HF shapes), OpenAI
-    Responses ``Response``, Anthropic ``Message``, assistant-message objects and
+    Responses ``Response``, Anthropic ``Message``, Gemini ``GenerateContentResponse``, assistant-message objects and
     dicts (OpenAI or STS shape) and plain strings, as objects or plain dicts.
     With ``usage=True`` the reply's token usage is added as ``usage`` (see
     :mod:`.usage`). Never raises: an internal failure is logged and gives ``None``.

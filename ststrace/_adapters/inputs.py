@@ -2,7 +2,8 @@
 
 Reads OpenAI Chat ``messages`` (also used by HF and LiteLLM), Anthropic
 ``messages`` plus ``system=``, and OpenAI Responses ``input`` plus
-``instructions=``; items may be dicts, TypedDicts or pydantic objects.
+``instructions=``, and Gemini ``contents`` plus ``config.system_instruction``;
+items may be dicts, TypedDicts or pydantic objects.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from . import gemini
 from ._common import Message, get, internal_error, parts_text
 from .messages import from_blocks, openai_tool_call
 from .openai_responses import message_from_items
@@ -151,6 +153,10 @@ def _positional_messages(args: tuple[Any, ...]) -> Any:
 
 def collect(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Message] | None:
     """Like :func:`input_messages`, but lets internal errors propagate."""
+    contents = kwargs.get("contents")
+    if contents is not None:
+        # google-genai's generate_content(model=, contents=, config=).
+        return gemini.input_messages(contents, kwargs.get("config"))
     out: list[Message] = []
     found = False
     for key in ("system", "instructions"):

@@ -17,6 +17,10 @@ present only when the provider reports it. Providers count differently:
 * Anthropic: ``input_tokens`` *excludes* ``cache_read_input_tokens`` and
   ``cache_creation_input_tokens``; a stream reports ``message_start`` usage and
   then cumulative ``message_delta`` usage.
+* Gemini (``usage_metadata``, ``usageMetadata`` on the wire):
+  ``prompt_token_count`` *includes* ``cached_content_token_count``;
+  ``thoughts_token_count`` is counted *beside* ``candidates_token_count``, so
+  output is their sum; a stream's chunks carry running totals, the last wins.
 
 Pure functions, no I/O; every reader goes through :func:`get`, so objects and
 their dict forms read alike. Nothing here raises for odd input: an unknown
@@ -142,6 +146,19 @@ def _from_anthropic(raw: Any) -> Usage:
     )
 
 
+def _from_gemini(raw: Any) -> Usage:
+    prompt = _count(raw, "prompt_token_count", "promptTokenCount") or 0
+    # Tokens of the tool results a server-side tool (search, code) fed back in.
+    prompt += _count(raw, "tool_use_prompt_token_count", "toolUsePromptTokenCount") or 0
+    cache_read = _count(raw, "cached_content_token_count", "cachedContentTokenCount") or 0
+    reasoning = _count(raw, "thoughts_token_count", "thoughtsTokenCount")
+    output = (_count(raw, "candidates_token_count", "candidatesTokenCount") or 0) + (reasoning or 0)
+    return _build(max(0, prompt - cache_read), output, cache_read, 0, reasoning)
+
+
+_GEMINI_KEYS = ("prompt_token_count", "candidates_token_count", "promptTokenCount", "candidatesTokenCount")
+
+
 def usage_of(raw: Any) -> Usage | None:
     """A provider's usage report (object or dict, any known shape) -> STS usage, or ``None``."""
     if raw is None or isinstance(raw, (str, bytes, int, float, bool, list, tuple)):
@@ -155,11 +172,19 @@ def usage_of(raw: Any) -> Usage | None:
         if get(raw, "input_tokens_details") is not None or get(raw, "total_tokens") is not None:
             return _from_responses(raw)
         return _from_anthropic(raw)
+    if any(get(raw, key) is not None for key in _GEMINI_KEYS):
+        return _from_gemini(raw)
     return _from_sts(raw)
 
 
 def _usage_field(obj: Any) -> Any:
     raw = get(obj, "usage")
+    if raw is None:
+        # Gemini GenerateContentResponse (``usageMetadata`` in its JSON form).
+        raw = get(obj, "usage_metadata")
+        if raw is None and type(obj) is dict:
+            raw = obj.get("usageMetadata")
+        return raw
     if raw is not None and type(obj) is not dict and isinstance(obj, Mapping):
         # huggingface_hub's outputs are dicts whose dict side keeps only the
         # fields its types know (no prompt_tokens_details); the attribute keeps all.
@@ -201,6 +226,12 @@ class UsageAccumulator:
 
     def add_chat(self, chunk: Any) -> None:
         """A Chat Completions chunk; only the one that carries ``usage`` matters."""
+        raw = _usage_field(chunk)
+        if raw is not None:
+            self._raw = raw
+
+    def add_gemini(self, chunk: Any) -> None:
+        """A Gemini stream chunk: its ``usage_metadata`` holds running totals."""
         raw = _usage_field(chunk)
         if raw is not None:
             self._raw = raw

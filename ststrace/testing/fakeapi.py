@@ -12,6 +12,9 @@ thread and serves:
   ``sequence_number``.
 * ``POST …/messages`` (Anthropic Messages): JSON, or SSE with named ``event:``
   lines for thinking, text and tool_use blocks.
+* ``POST …/models/{model}:generateContent`` and ``…:streamGenerateContent?alt=sse``
+  (the Gemini API and Vertex AI, as ``google-genai`` calls them; see
+  :mod:`ststrace.testing._gemini`).
 
 Replies are scripted from the request, deterministically, so an agent loop
 terminates: once tool results follow the last user message the reply is a final
@@ -37,6 +40,12 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
+from . import _gemini
+from ._wire import dumps as _dumps
+from ._wire import pieces as _pieces
+from ._wire import sse as _sse
+from ._wire import tokens as _tokens
+
 __all__ = [
     "DEFAULT_TOOL_CALLS",
     "FakeAPI",
@@ -45,7 +54,7 @@ __all__ = [
     "ScriptedToolCall",
 ]
 
-Endpoint = Literal["chat", "responses", "messages"]
+Endpoint = Literal["chat", "responses", "messages", "gemini"]
 
 #: Fixed ``created`` timestamp (2026-01-01T00:00:00Z) so replies are byte-for-byte reproducible.
 CREATED = 1767225600
@@ -125,6 +134,8 @@ class RecordedRequest:
 
     @property
     def stream(self) -> bool:
+        if self.endpoint == "gemini":
+            return _gemini.is_stream(self.path)
         return isinstance(self.body, dict) and self.body.get("stream") is True
 
 
@@ -171,15 +182,6 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    size = max(1, size)
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
 def _text_of(content: Any) -> str:
     """Text of a message/tool-result ``content`` in any provider's shape."""
     if content is None:
@@ -197,19 +199,8 @@ def _text_of(content: Any) -> str:
     return _dumps(content)
 
 
-def _tokens(text: str) -> int:
-    # A stable stand-in for a tokenizer: about four characters per token.
-    return max(1, (len(text) + 3) // 4)
-
-
 def _signature(thinking: str) -> str:
     return base64.b64encode(hashlib.sha256(thinking.encode()).digest() * 2).decode()
-
-
-def _sse(data: Any, event: str | None = None) -> bytes:
-    head = f"event: {event}\n" if event else ""
-    payload = data if isinstance(data, str) else _dumps(data)
-    return f"{head}data: {payload}\n\n".encode()
 
 
 class FakeAPI:
@@ -264,6 +255,8 @@ class FakeAPI:
         #: ``input_tokens_details.cache_write_tokens``, Anthropic
         #: ``cache_creation_input_tokens``; Chat Completions has no such field).
         self.cache_write_tokens = cache_write_tokens
+        #: Send ids with Gemini function calls (the Gemini API sends none).
+        self.gemini_call_ids = False
 
         self.requests: list[RecordedRequest] = []
         self._lock = threading.Lock()
@@ -330,6 +323,12 @@ class FakeAPI:
     @property
     def anthropic_base_url(self) -> str:
         """For ``anthropic.Anthropic(base_url=…)`` (the client adds ``/v1/messages``)."""
+        return self.url
+
+    @property
+    def gemini_base_url(self) -> str:
+        """For ``google.genai.Client(http_options={"base_url": …})``, the Gemini API
+        and Vertex AI alike (the client adds ``/v1beta/models/…`` or ``/v1beta1/projects/…``)."""
         return self.url
 
     @property
@@ -942,10 +941,14 @@ def _endpoint(path: str) -> Endpoint | None:
         return "responses"
     if path.endswith("/messages"):
         return "messages"
+    if _gemini.is_path(path):
+        return "gemini"
     return None
 
 
 def _error_body(endpoint: Endpoint | None, status: int, message: str, error_type: str | None, n: int) -> Any:
+    if endpoint == "gemini":
+        return _gemini.error_body(status, message, error_type)
     if endpoint == "messages":
         kind = error_type or _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}, "request_id": f"req_fake{n:04d}"}
@@ -1020,6 +1023,14 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(endpoint, 400, "Request body must be a JSON object.", None, n), n, endpoint)
             return
 
+        if endpoint == "gemini":
+            reply = fake._pop_scripted() or fake._plan(_gemini.tools_offered(body), _gemini.results(body))
+            if _gemini.is_stream(self.path):
+                events = _gemini.sse_reply(fake, self.path, body, reply, n)
+                self._send_stream(events, n, endpoint, fake._pop_drop())
+            else:
+                self._send_json(200, _gemini.json_reply(fake, self.path, body, reply, n), n, endpoint)
+            return
         if endpoint == "chat":
             reply = fake._plan(_tools_offered(body), _chat_results(body), _parallel(body))
             json_fn, sse_fn = _chat_json, _chat_sse
