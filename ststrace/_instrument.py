@@ -42,6 +42,7 @@ INTEGRATIONS = {
     "smolagents": "ststrace.integrations.smolagents",
     "llama_index": "ststrace.integrations.llama_index",
     "google_genai": "ststrace.integrations.google_genai",
+    "google_adk": "ststrace.integrations.google_adk",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -54,6 +55,8 @@ _ALIASES = {
     "google-genai": "google_genai",
     "genai": "google_genai",
     "gemini": "google_genai",
+    "google-adk": "google_adk",
+    "adk": "google_adk",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -64,6 +67,7 @@ _EXTRAS = {
     "smolagents": "smolagents",
     "llama_index": "llamaindex",
     "google_genai": "google-genai",
+    "google_adk": "google-adk",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -156,8 +160,10 @@ def instrument(*names: str) -> list[str]:
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
     ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
     an OpenAI Agents SDK run ends; its model calls are openai's), and the agent
-    frameworks ``"smolagents"`` and ``"llama_index"``, and ``"google_genai"`` (or
-    ``"gemini"``: the Gemini API and Vertex AI) (see :mod:`ststrace.integrations`).
+    frameworks ``"smolagents"`` and ``"llama_index"``, ``"google_genai"`` (or
+    ``"gemini"``: the Gemini API and Vertex AI) and ``"google_adk"`` (or ``"adk"``:
+    how Google ADK runs agents; its Gemini calls are google_genai's) (see
+    :mod:`ststrace.integrations`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already

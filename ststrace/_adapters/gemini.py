@@ -115,7 +115,7 @@ def part_text(part: Any) -> str | None:
     return None
 
 
-def _result_text(response: Any) -> str:
+def result_text(response: Any) -> str:
     """A ``function_response.response`` as the tool result's text.
 
     The SDK (automatic function calling) and ADK wrap a return value as
@@ -141,7 +141,7 @@ def _user_turn(parts: list[Any]) -> list[Message]:
     for part in parts:
         result = field(part, "function_response", "functionResponse")
         if result is not None:
-            message: Message = {"role": "tool", "content": _result_text(get(result, "response"))}
+            message: Message = {"role": "tool", "content": result_text(get(result, "response"))}
             call_id, name = get(result, "id"), get(result, "name")
             if isinstance(call_id, str) and call_id:
                 message["toolCallId"] = call_id
@@ -272,6 +272,12 @@ class GeminiAccumulator:
                 else:
                     self._parts.append({"_run": True, "text": text, "thought": thought})
             else:
+                call = function_call(part)
+                if call is not None:
+                    # A copy: frameworks fill in the SDK objects they were
+                    # handed (ADK writes its own ids into id-less calls), and
+                    # the message is built only when the stream ends.
+                    part = {"function_call": {"id": get(call, "id"), "name": get(call, "name"), "args": get(call, "args")}}
                 self._parts.append(part)
 
     def result(self) -> Message:
