@@ -16,7 +16,11 @@ text and two tool calls). Per call it times, with ``time.perf_counter_ns``:
   ``bind_tools(...).invoke`` (which goes through ``with_raw_response``, recorded
   from the body bytes) and a whole OpenAI Agents SDK ``Runner.run_sync`` (two
   Responses calls and two tool runs; instrumented as ``instrument()`` does:
-  openai plus the runner integration).
+  openai plus the runner integration);
+- google-genai, inside a ``Session``, when installed: ``models.generate_content``
+  and ``generate_content_stream`` against the fake server's Gemini route, with
+  the same system prompt, user turn and two function declarations (the reply
+  carries a thought summary, text and two function calls).
 
 The two variants of a pair are interleaved in short blocks, in alternating
 order, so drift in machine load hits both alike; the report gives medians, the
@@ -190,7 +194,43 @@ def _framework_calls(api: FakeAPI, stack: ExitStack) -> dict[str, tuple[Callable
             ("openai", "openai_agents"),
             8,
         )
+    calls.update(_gemini_calls(api))
     return calls
+
+
+def _gemini_calls(api: FakeAPI) -> dict[str, tuple[Callable[[], Any], tuple[str, ...], int]]:
+    try:
+        from google import genai
+        from google.genai import types
+    except ImportError:
+        print("(google-genai not installed: Gemini rows skipped)")
+        return {}
+    client = genai.Client(api_key="bench", http_options=types.HttpOptions(base_url=api.gemini_base_url))
+    declarations = [
+        types.FunctionDeclaration(
+            name=t["function"]["name"],
+            description=t["function"]["description"],
+            parameters_json_schema=t["function"]["parameters"],
+        )
+        for t in TOOLS
+    ]
+    config = types.GenerateContentConfig(
+        system_instruction=MESSAGES[0]["content"],
+        tools=[types.Tool(function_declarations=declarations)],
+        thinking_config=types.ThinkingConfig(include_thoughts=True),
+    )
+    question = MESSAGES[1]["content"]
+
+    def generate() -> Any:
+        return client.models.generate_content(model="gemini-bench", contents=question, config=config)
+
+    def stream() -> Any:
+        return list(client.models.generate_content_stream(model="gemini-bench", contents=question, config=config))
+
+    return {
+        "Gemini generate_content": (generate, ("google_genai",), 1),
+        "Gemini stream": (stream, ("google_genai",), 2),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
