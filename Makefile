@@ -19,7 +19,7 @@ OAI2_TESTS := tests/frameworks/test_crewai.py tests/frameworks/test_llamaindex.p
 # google-genai<3: their tests run in .venv-google (the test-google extra).
 GOOGLE := .venv-google
 GOOGLE_STAMP := $(GOOGLE)/.ststrace-installed
-GOOGLE_TESTS := tests/test_integration_google_genai.py tests/frameworks/test_google_adk.py
+GOOGLE_TESTS := tests/test_integration_google_genai.py tests/frameworks/test_google_adk.py tests/frameworks/test_langchain_google_genai.py
 
 .PHONY: demo test bench typecheck clean
 
