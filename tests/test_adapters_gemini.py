@@ -4,6 +4,7 @@ stream chunks and usage. The real SDK runs in test_integration_google_genai.py."
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 from ststrace._adapters import accumulate, input_messages, response_to_message
@@ -106,3 +107,15 @@ def test_a_reply_without_candidates_is_an_empty_message() -> None:
     """A prompt blocked by safety filters: usage but no candidates."""
     blocked = {"promptFeedback": {"blockReason": "SAFETY"}, "usageMetadata": {"promptTokenCount": 4, "totalTokenCount": 4}}
     assert response_to_message(blocked) == {"role": "assistant", "content": ""}
+
+
+def test_uploaded_files_and_images_are_placeholders() -> None:
+    """A ``types.File`` (mime type and uri) and a PIL image passed as parts."""
+
+    class PngImageFile:  # what PIL hands back, by class name
+        pass
+
+    upload = SimpleNamespace(name="files/abc", mime_type="application/pdf", uri="https://example.invalid/files/abc")
+    assert input_messages((), {"contents": ["Compare", upload, PngImageFile()]}) == [
+        {"role": "user", "content": "Compare\n[file]\n[image]"}
+    ]

@@ -297,6 +297,23 @@ def test_vertex_ai(api: FakeAPI, patched: None, tmp_path: Path) -> None:
     assert messages == [*INPUTS, *loop(generated_ids(messages), api)]
 
 
+def test_a_call_asking_for_the_http_response_is_recorded_from_its_body(
+    api: FakeAPI, patched: None, tmp_path: Path
+) -> None:
+    """``should_return_http_response``: the SDK hands back the raw body only; the
+    reply and its usage are read from it."""
+    client = gemini_client(api)
+    path = new_trace(tmp_path)
+    with Session(path):
+        raw = client.models.generate_content(
+            model=MODEL, contents="hi", config=types.GenerateContentConfig(should_return_http_response=True)
+        )
+    assert raw.candidates is None and raw.sdk_http_response.body
+    [reply] = [m for m in valid_messages(path) if m["role"] == "assistant"]
+    assert reply["content"] == TEXT_REPLY and reply["model"] == MODEL
+    assert reply["usage"] == {"input": 11, "output": 14, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 25, "reasoning": 8}
+
+
 def test_outside_a_session_nothing_is_recorded_and_uninstrument_restores(api: FakeAPI, tmp_path: Path) -> None:
     client = gemini_client(api)
     with instrumented("gemini"):

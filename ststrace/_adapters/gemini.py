@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 from ststrace._encode import json_text
 
 from ._common import Message, arguments_text, assistant_message, get, tool_call
@@ -104,6 +106,11 @@ def part_text(part: Any) -> str | None:
         mime = field(blob, "mime_type", "mimeType")
         kind = mime.split("/", 1)[0] if isinstance(mime, str) else ""
         return _MEDIA.get(kind, "[file]")
+    if type(part) is not dict and "image" in type(part).__name__.lower():
+        return "[image]"  # a PIL image, which the SDK uploads inline
+    mime = field(part, "mime_type", "mimeType")
+    if isinstance(mime, str) and get(part, "uri") is not None:
+        return _MEDIA.get(mime.split("/", 1)[0], "[file]")  # an uploaded types.File
     code = field(part, "executable_code", "executableCode")
     if code is not None:
         source = get(code, "code")
@@ -239,13 +246,31 @@ def model_version(response: Any) -> Any:
     return field(response, "model_version", "modelVersion")
 
 
+def resolved(response: Any) -> Any:
+    """*response*, or the JSON body it carries instead of candidates when the
+    call asked for the HTTP response (``config.should_return_http_response``)."""
+    if get(response, "candidates") is not None:
+        return response
+    body = get(get(response, "sdk_http_response"), "body")
+    if not isinstance(body, str):
+        return response
+    try:
+        parsed = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return response
+    return parsed if isinstance(parsed, dict) else response
+
+
 def message_from_response(response: Any) -> Message:
     """A ``GenerateContentResponse`` (object or JSON) -> one assistant message."""
+    response = resolved(response)
     return message_from_parts(reply_parts(response), model_version(response))
 
 
 def is_response(obj: Any) -> bool:
-    return isinstance(get(obj, "candidates"), (list, tuple)) or field(obj, "usage_metadata", "usageMetadata") is not None
+    if isinstance(get(obj, "candidates"), (list, tuple)) or field(obj, "usage_metadata", "usageMetadata") is not None:
+        return True
+    return get(obj, "sdk_http_response") is not None and resolved(obj) is not obj
 
 
 class GeminiAccumulator:

@@ -34,6 +34,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import BadArgument
+from . import gemini
 from ._common import get
 
 __all__ = [
@@ -179,12 +180,6 @@ def usage_of(raw: Any) -> Usage | None:
 
 def _usage_field(obj: Any) -> Any:
     raw = get(obj, "usage")
-    if raw is None:
-        # Gemini GenerateContentResponse (``usageMetadata`` in its JSON form).
-        raw = get(obj, "usage_metadata")
-        if raw is None and type(obj) is dict:
-            raw = obj.get("usageMetadata")
-        return raw
     if raw is not None and type(obj) is not dict and isinstance(obj, Mapping):
         # huggingface_hub's outputs are dicts whose dict side keeps only the
         # fields its types know (no prompt_tokens_details); the attribute keeps all.
@@ -192,12 +187,19 @@ def _usage_field(obj: Any) -> Any:
     return raw
 
 
+def _gemini_usage_field(obj: Any) -> Any:
+    # Apart from _usage_field, which runs for every chat stream chunk.
+    return gemini.field(gemini.resolved(obj), "usage_metadata", "usageMetadata")
+
+
 def usage_from_response(obj: Any) -> Usage | None:
     """The usage of a whole model reply (ChatCompletion, Response, Anthropic Message,
-    LiteLLM / HF outputs, or an STS-shaped dict with ``usage``), or ``None``."""
+    Gemini GenerateContentResponse, LiteLLM / HF outputs, or an STS-shaped dict
+    with ``usage``), or ``None``."""
     if obj is None or isinstance(obj, (str, bytes, int, float, bool)):
         return None
-    return usage_of(_usage_field(obj))
+    raw = _usage_field(obj)
+    return usage_of(raw if raw is not None else _gemini_usage_field(obj))
 
 
 def attach(message: dict[str, Any] | None, obj: Any) -> dict[str, Any] | None:
@@ -232,7 +234,7 @@ class UsageAccumulator:
 
     def add_gemini(self, chunk: Any) -> None:
         """A Gemini stream chunk: its ``usage_metadata`` holds running totals."""
-        raw = _usage_field(chunk)
+        raw = _gemini_usage_field(chunk)
         if raw is not None:
             self._raw = raw
 
