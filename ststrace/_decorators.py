@@ -37,9 +37,10 @@ class _BoundWrapper(wrapt.BoundFunctionWrapper):  # type: ignore[misc,type-arg]
 
 
 class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg]
-    """The decorated function. Copied as itself, as a function is: SDKs
-    deep-copy the tools they are given (google-genai copies its config, tool
-    functions included, on every call), and wrapt's proxies refuse to be copied."""
+    """The decorated function. Copied as itself and pickled by name, as a
+    function is: SDKs deep-copy the tools they are given (google-genai copies
+    its config, tool functions included, on every call), process pools pickle
+    what they run, and wrapt's proxies refuse both."""
 
     __bound_function_wrapper__ = _BoundWrapper
 
@@ -48,6 +49,11 @@ class _Wrapper(wrapt.FunctionWrapper):  # type: ignore[misc,type-arg]
 
     def __deepcopy__(self, memo: Any) -> _Wrapper:
         return self
+
+    def __reduce_ex__(self, protocol: Any) -> str:
+        # A global name, looked up in the function's module on unpickling
+        # (pickle checks it is this very object, as for a function).
+        return str(self.__qualname__)
 
 
 F = TypeVar("F", bound=Callable[..., Any])

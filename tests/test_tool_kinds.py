@@ -439,3 +439,15 @@ def test_a_decorated_function_is_copied_as_itself() -> None:
     assert copy.deepcopy(lookup) is lookup and copy.copy(lookup) is lookup
     assert copy.deepcopy(bound) is bound and copy.copy(bound) is bound
     assert copy.deepcopy({"tools": [lookup]})["tools"][0] is lookup
+
+
+@tool
+def _module_level_tool(city: str) -> str:
+    return city
+
+
+def test_a_decorated_function_pickles_by_name() -> None:
+    """Process pools pickle the functions they run: like a function, by name."""
+    import pickle
+
+    assert pickle.loads(pickle.dumps(_module_level_tool)) is _module_level_tool
