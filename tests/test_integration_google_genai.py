@@ -296,6 +296,14 @@ def test_vertex_ai(api: FakeAPI, patched: None, tmp_path: Path) -> None:
     messages = recorded(path)
     assert messages == [*INPUTS, *loop(generated_ids(messages), api)]
 
+    path = new_trace(tmp_path)
+    with Session(path):
+        for _ in client.models.generate_content_stream(model=MODEL, contents=USER, config=config([get_weather, get_time])):
+            pass
+    assert api.last_request.path == f"{vertex}:streamGenerateContent?alt=sse"
+    messages = recorded(path)
+    assert messages == [*INPUTS, *loop(generated_ids(messages), api)]
+
 
 def test_a_call_asking_for_the_http_response_is_recorded_from_its_body(
     api: FakeAPI, patched: None, tmp_path: Path

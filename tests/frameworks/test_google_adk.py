@@ -1,6 +1,6 @@
 """Google ADK (``google-adk``) under ``ststrace.instrument()`` alone, against the
 local fake Gemini server: ``InMemoryRunner.run_async`` with ADK's default Gemini
-model (plain and ``StreamingMode.SSE``), transfers to ``sub_agents``, an
+model (plain and ``StreamingMode.SSE``), the sync ``Runner.run``, transfers to ``sub_agents``, an
 ``AgentTool`` as a linked child session, and ststrace's ``@tool`` as an ADK tool.
 
 google-adk needs google-genai<3 and tenacity below the main test environment's:
@@ -141,6 +141,27 @@ async def test_a_streamed_run_keeps_the_providers_ids(
         events = await run(weather_agent(), sse=True)
     assert any(e.partial for e in events)
     assert all(r.stream for r in api.requests)
+    assert messages_of(path) == [
+        sent_system(api, 0),
+        {"role": "user", "content": USER},
+        *tool_turn(["call_weather01", "call_time02"]),
+        answer(api, WEATHER_RESULT, TIME_RESULT),
+    ]
+
+
+def test_the_sync_runner(api: FakeAPI, patched: None, tmp_path: Path, messages_of: Any) -> None:
+    """``Runner.run`` drives ``run_async`` on a thread of its own, which starts
+    in a copy of the caller's context: the session is there."""
+    import asyncio
+
+    api.gemini_call_ids = True
+    runner = InMemoryRunner(agent=weather_agent(), app_name="app")
+    session = asyncio.run(runner.session_service.create_session(app_name="app", user_id="u"))
+    path = new_trace(tmp_path)
+    with Session(path):
+        message = types.Content(role="user", parts=[types.Part(text=USER)])
+        events = list(runner.run(user_id="u", session_id=session.id, new_message=message))
+    assert events[-1].content.parts[0].text == api.answer_for([WEATHER_RESULT, TIME_RESULT])
     assert messages_of(path) == [
         sent_system(api, 0),
         {"role": "user", "content": USER},
