@@ -8,8 +8,8 @@ goes through :func:`get`, which reads both.
 from __future__ import annotations
 
 import logging
+import random
 import sys
-import uuid
 from collections.abc import Mapping
 from types import GetSetDescriptorType
 from typing import Any
@@ -176,7 +176,10 @@ def first_str(obj: Any, *keys: str) -> str:
 
 
 def new_call_id() -> str:
-    return "call_" + uuid.uuid4().hex[:24]
+    # 96 random bits, as uuid4().hex[:24] gave, without its os.urandom system
+    # call: Gemini replies need one per function call. The ids need not be
+    # secret; random reseeds itself in a forked child.
+    return f"call_{random.getrandbits(96):024x}"
 
 
 def arguments_text(value: Any) -> str:

@@ -18,6 +18,10 @@ def convert(obj: Any) -> Message | None:
         return None
     if isinstance(obj, str):
         return {"role": "assistant", "content": obj}
+    if type(obj).__name__ == "GenerateContentResponse":
+        # google-genai's reply, told by name (the fields the checks below
+        # read are all missing on it, and a missing pydantic field is slow).
+        return gemini.message_from_response(obj)
     if isinstance(get(obj, "choices"), (list, tuple)):
         return message_from_completion(obj)
     role = get(obj, "role")

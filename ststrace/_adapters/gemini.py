@@ -227,14 +227,17 @@ def message_from_parts(parts: list[Any], model: Any = None) -> Message:
     thoughts: list[str] = []
     calls: list[dict[str, Any]] = []
     for part in parts:
+        text = get(part, "text")
+        if isinstance(text, str):
+            if get(part, "thought") is True:
+                if text:
+                    thoughts.append(text)
+            elif text:
+                texts.append(text)
+            continue
         call = function_call(part)
         if call is not None:
             calls.append(tool_call(get(call, "id"), get(call, "name"), get(call, "args")))
-            continue
-        text = get(part, "text")
-        if isinstance(text, str) and get(part, "thought") is True:
-            if text:
-                thoughts.append(text)
             continue
         visible = part_text(part)
         if visible:

@@ -147,13 +147,22 @@ def _from_anthropic(raw: Any) -> Usage:
     )
 
 
+_GEMINI_SNAKE = ("prompt_token_count", "tool_use_prompt_token_count", "cached_content_token_count",
+                 "thoughts_token_count", "candidates_token_count")
+_GEMINI_CAMEL = ("promptTokenCount", "toolUsePromptTokenCount", "cachedContentTokenCount",
+                 "thoughtsTokenCount", "candidatesTokenCount")
+
+
 def _from_gemini(raw: Any) -> Usage:
-    prompt = _count(raw, "prompt_token_count", "promptTokenCount") or 0
+    # One spelling per object: the wire's camelCase only in a raw JSON dict.
+    camel = type(raw) is dict and ("promptTokenCount" in raw or "candidatesTokenCount" in raw)
+    prompt_key, tool_key, cached_key, thoughts_key, candidates_key = _GEMINI_CAMEL if camel else _GEMINI_SNAKE
+    prompt = _count(raw, prompt_key) or 0
     # Tokens of the tool results a server-side tool (search, code) fed back in.
-    prompt += _count(raw, "tool_use_prompt_token_count", "toolUsePromptTokenCount") or 0
-    cache_read = _count(raw, "cached_content_token_count", "cachedContentTokenCount") or 0
-    reasoning = _count(raw, "thoughts_token_count", "thoughtsTokenCount")
-    output = (_count(raw, "candidates_token_count", "candidatesTokenCount") or 0) + (reasoning or 0)
+    prompt += _count(raw, tool_key) or 0
+    cache_read = _count(raw, cached_key) or 0
+    reasoning = _count(raw, thoughts_key)
+    output = (_count(raw, candidates_key) or 0) + (reasoning or 0)
     return _build(max(0, prompt - cache_read), output, cache_read, 0, reasoning)
 
 
@@ -164,6 +173,8 @@ def usage_of(raw: Any) -> Usage | None:
     """A provider's usage report (object or dict, any known shape) -> STS usage, or ``None``."""
     if raw is None or isinstance(raw, (str, bytes, int, float, bool, list, tuple)):
         return None
+    if type(raw).__name__ == "GenerateContentResponseUsageMetadata":
+        return _from_gemini(raw)  # google-genai's, whose other providers' fields would all be missing
     if type(raw).__name__ == "UnreportedUsage":
         # LiteLLM's stand-in (all zeros) for a stream whose provider sent no usage.
         return None
@@ -198,6 +209,8 @@ def usage_from_response(obj: Any) -> Usage | None:
     with ``usage``), or ``None``."""
     if obj is None or isinstance(obj, (str, bytes, int, float, bool)):
         return None
+    if type(obj).__name__ == "GenerateContentResponse":
+        return usage_of(_gemini_usage_field(obj))
     raw = _usage_field(obj)
     return usage_of(raw if raw is not None else _gemini_usage_field(obj))
 
