@@ -204,11 +204,11 @@ def _signature(thinking: str) -> str:
 
 
 class FakeAPI:
-    """A scripted OpenAI / Anthropic / HF-compatible server on 127.0.0.1.
+    """A scripted OpenAI / Anthropic / HF / Gemini-compatible server on 127.0.0.1.
 
     Use as a context manager (``with FakeAPI() as api:``) or call
     :meth:`start` / :meth:`stop`. Point clients at :attr:`openai_base_url`,
-    :attr:`anthropic_base_url` or :attr:`hf_base_url`.
+    :attr:`anthropic_base_url`, :attr:`hf_base_url` or :attr:`gemini_base_url`.
 
     The attributes below shape the replies and may be changed between requests.
     """
