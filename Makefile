@@ -20,6 +20,10 @@ OAI2_TESTS := tests/frameworks/test_crewai.py tests/frameworks/test_llamaindex.p
 GOOGLE := .venv-google
 GOOGLE_STAMP := $(GOOGLE)/.ststrace-installed
 GOOGLE_TESTS := tests/test_integration_google_genai.py tests/frameworks/test_google_adk.py tests/frameworks/test_langchain_google_genai.py
+# ... and google-genai 3 (the latest major) in .venv-genai3 (the test-genai3 extra).
+GENAI3 := .venv-genai3
+GENAI3_STAMP := $(GENAI3)/.ststrace-installed
+GENAI3_TESTS := tests/test_integration_google_genai.py
 
 .PHONY: demo test bench typecheck clean
 
@@ -48,9 +52,15 @@ $(GOOGLE_STAMP): pyproject.toml
 	$(GOOGLE)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-google]'
 	touch $(GOOGLE_STAMP)
 
-test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP)
+$(GENAI3_STAMP): pyproject.toml
+	test -x $(GENAI3)/bin/python || $(PYTHON) -m venv $(GENAI3)
+	$(GENAI3)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-genai3]'
+	touch $(GENAI3_STAMP)
+
+test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(GENAI3_STAMP)
 	$(OAI2)/bin/python -m pytest -q -p no:cacheprovider $(OAI2_TESTS)
 	$(GOOGLE)/bin/python -m pytest -q -p no:cacheprovider $(GOOGLE_TESTS)
+	$(GENAI3)/bin/python -m pytest -q -p no:cacheprovider $(GENAI3_TESTS)
 	$(BIN)/python -m pytest -q
 
 typecheck: $(STAMP)
@@ -60,4 +70,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(GENAI3) .venv-crewai traces .pytest_cache .mypy_cache

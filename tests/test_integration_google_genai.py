@@ -4,7 +4,8 @@ loop, and automatic function calling), ``generate_content_stream``, the
 ``client.aio`` twins, ``chats`` and Vertex AI.
 
 google-genai pins tenacity below the main test environment's: these tests run
-in their own environment (the ``test-google`` extra, ``make test``)."""
+in environments of their own, with google-genai 2 (.venv-google, the
+``test-google`` extra, beside google-adk) and 3 (.venv-genai3, ``test-genai3``)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from typing import Any
 
 import pytest
 
-genai = pytest.importorskip("google.genai", reason="google-genai runs in .venv-google (the test-google extra)")
+genai = pytest.importorskip("google.genai", reason="google-genai runs in .venv-google and .venv-genai3 (the test-google / test-genai3 extras)")
 
 from google.genai import errors, types  # noqa: E402
 

@@ -147,10 +147,21 @@ def _from_anthropic(raw: Any) -> Usage:
     )
 
 
-_GEMINI_SNAKE = ("prompt_token_count", "tool_use_prompt_token_count", "cached_content_token_count",
-                 "thoughts_token_count", "candidates_token_count")
-_GEMINI_CAMEL = ("promptTokenCount", "toolUsePromptTokenCount", "cachedContentTokenCount",
-                 "thoughtsTokenCount", "candidatesTokenCount")
+#: prompt, tool-use prompt, cached, thoughts, candidates: as the SDK and as the wire spell them.
+_GEMINI_SNAKE = (
+    "prompt_token_count",
+    "tool_use_prompt_token_count",
+    "cached_content_token_count",
+    "thoughts_token_count",
+    "candidates_token_count",
+)
+_GEMINI_CAMEL = (
+    "promptTokenCount",
+    "toolUsePromptTokenCount",
+    "cachedContentTokenCount",
+    "thoughtsTokenCount",
+    "candidatesTokenCount",
+)
 
 
 def _from_gemini(raw: Any) -> Usage:
