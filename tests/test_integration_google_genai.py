@@ -9,7 +9,10 @@ in environments of their own, with google-genai 2 (.venv-google, the
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +26,7 @@ from google.genai import errors, types  # noqa: E402
 import ststrace  # noqa: E402
 from ststrace import Session, tool  # noqa: E402
 from ststrace.testing import FakeAPI  # noqa: E402
-from fakeapi_fixtures import gemini_client, quiet_google  # noqa: E402
+from fakeapi_fixtures import GOOGLE_ENV, gemini_client, quiet_google  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     PREAMBLE,
     REASONING_ANSWER,
@@ -350,3 +353,23 @@ def test_instrument_by_name_and_aliases() -> None:
     for alias in ("genai", "gemini", "google_genai"):
         assert ststrace.instrument(alias) == ["google_genai"]
         ststrace.uninstrument(alias)
+
+
+def test_the_example_runs_offline(tmp_path: Path) -> None:
+    """examples/gemini_agent.py without a key: the fake server, a chat with
+    automatic function calling, a valid trace with both calls answered."""
+    root = Path(__file__).resolve().parents[1]
+    # No key, project or Vertex switch of the developer's: the example must take its offline path.
+    env = {k: v for k, v in os.environ.items() if k != "STSTRACE_DIR" and k not in GOOGLE_ENV}
+    env["NO_GCE_CHECK"] = "True"
+    proc = subprocess.run(
+        [sys.executable, str(root / "examples" / "gemini_agent.py")],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    [trace] = (tmp_path / "traces").glob("*.jsonl")
+    assert proc.stdout.startswith("Here is what I found: Sunny, 21 C; ") and trace.name in proc.stdout
+    messages = recorded(trace)
+    assert [m["role"] for m in messages] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert [m["toolCallId"] for m in messages[3:5]] == [c["id"] for c in messages[2]["toolCalls"]]
+    assert "ststrace internal error" not in proc.stderr
