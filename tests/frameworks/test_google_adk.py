@@ -269,3 +269,30 @@ async def test_a_decorated_tool_answers_its_call_once(
         *tool_turn(["call_weather01", "call_time02"]),
         answer(api, WEATHER_RESULT, TIME_RESULT),
     ]
+
+
+async def test_a_tool_that_raises_ends_the_run_with_its_error(
+    api: FakeAPI, patched: None, tmp_path: Path, messages_of: Any
+) -> None:
+    """ADK lets a tool's exception end the run: the other call's result is
+    recorded from ADK's event, the failed call is answered with the error when
+    it leaves the session, and the exception reaches the caller unchanged."""
+    api.gemini_call_ids = True
+
+    def broken_weather(city: str) -> str:
+        """Current weather for a city."""
+        raise RuntimeError("weather service down")
+
+    broken_weather.__name__ = "get_weather"
+    agent = LlmAgent(name="weather", model=MODEL, instruction=SYSTEM, tools=[broken_weather, get_time])
+    path = new_trace(tmp_path)
+    with pytest.raises(RuntimeError, match="weather service down"):
+        with Session(path):
+            await run(agent)
+    assert messages_of(path) == [
+        sent_system(api, 0),
+        {"role": "user", "content": USER},
+        tool_turn(["call_weather01", "call_time02"])[0],
+        result("call_time02", TIME_RESULT),
+        result("call_weather01", "Error: RuntimeError: weather service down"),
+    ]
