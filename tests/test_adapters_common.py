@@ -291,3 +291,19 @@ def test_common_shapes_take_the_fast_paths() -> None:
     for label in ("pydantic with its own __getattr__", "__getattr__", "__getattribute__", "redefined __dict__"):
         assert kinds[label] == "slow", label
 
+
+
+def test_generated_call_ids_leave_the_programs_random_numbers_alone() -> None:
+    """Ids made up for id-less tool calls (Gemini's) come from ststrace's own
+    generator: a program that seeds ``random`` gets the same numbers traced or not."""
+    import random
+    import re
+
+    from ststrace._adapters._common import new_call_id
+
+    random.seed(7)
+    expected = [random.random() for _ in range(3)]
+    random.seed(7)
+    ids = [new_call_id() for _ in range(100)]
+    assert [random.random() for _ in range(3)] == expected
+    assert len(set(ids)) == 100 and all(re.fullmatch(r"call_[0-9a-f]{24}", i) for i in ids)

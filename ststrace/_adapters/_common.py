@@ -8,6 +8,7 @@ goes through :func:`get`, which reads both.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import sys
 from collections.abc import Mapping
@@ -175,11 +176,18 @@ def first_str(obj: Any, *keys: str) -> str:
     return ""
 
 
+#: Our own generator: drawing from the global one would change the numbers a
+#: program that seeds ``random`` gets. Reseeded in a forked child, so parent
+#: and child never hand out the same ids.
+_ids = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ids.seed)
+
+
 def new_call_id() -> str:
     # 96 random bits, as uuid4().hex[:24] gave, without its os.urandom system
-    # call: Gemini replies need one per function call. The ids need not be
-    # secret; random reseeds itself in a forked child.
-    return f"call_{random.getrandbits(96):024x}"
+    # call: Gemini replies need one per function call. The ids need not be secret.
+    return f"call_{_ids.getrandbits(96):024x}"
 
 
 def arguments_text(value: Any) -> str:
