@@ -296,3 +296,31 @@ async def test_a_tool_that_raises_ends_the_run_with_its_error(
         result("call_time02", TIME_RESULT),
         result("call_weather01", "Error: RuntimeError: weather service down"),
     ]
+
+
+async def test_a_follow_up_turn_adds_only_what_is_new(
+    api: FakeAPI, patched: None, tmp_path: Path, messages_of: Any
+) -> None:
+    """Two runs on one ADK session: the second request resends the first run's
+    history; only the new user turn and its answer are added."""
+    runner = InMemoryRunner(agent=weather_agent(), app_name="app")
+    adk_session = await runner.session_service.create_session(app_name="app", user_id="u")
+    path = new_trace(tmp_path)
+    with Session(path):
+        for text in (USER, "Thanks! And in London?"):
+            message = types.Content(role="user", parts=[types.Part(text=text)])
+            async for _ in runner.run_async(user_id="u", session_id=adk_session.id, new_message=message):
+                pass
+    assert len(api.requests[2].body["contents"]) == 5  # the first run's four turns and the new one
+    messages = messages_of(path)
+    first, second = ([c["id"] for c in messages[i]["toolCalls"]] for i in (2, 7))
+    assert all(GENERATED.fullmatch(i) for i in first + second) and len(set(first + second)) == 4
+    assert messages == [
+        sent_system(api, 0),
+        {"role": "user", "content": USER},
+        *tool_turn(first),
+        answer(api, WEATHER_RESULT, TIME_RESULT),
+        {"role": "user", "content": "Thanks! And in London?"},
+        *tool_turn(second),
+        answer(api, WEATHER_RESULT, TIME_RESULT),
+    ]
