@@ -41,6 +41,9 @@ INTEGRATIONS = {
     "openai_agents": "ststrace.integrations.openai_agents",
     "smolagents": "ststrace.integrations.smolagents",
     "llama_index": "ststrace.integrations.llama_index",
+    "groq": "ststrace.integrations.groq",
+    "together": "ststrace.integrations.together",
+    "cerebras": "ststrace.integrations.cerebras",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -50,6 +53,8 @@ _ALIASES = {
     "agents": "openai_agents",
     "llama-index": "llama_index",
     "llamaindex": "llama_index",
+    "cerebras-cloud-sdk": "cerebras",
+    "cerebras_cloud_sdk": "cerebras",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -59,6 +64,9 @@ _EXTRAS = {
     "openai_agents": "agents",
     "smolagents": "smolagents",
     "llama_index": "llamaindex",
+    "groq": "groq",
+    "together": "together",
+    "cerebras": "cerebras",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -267,6 +275,7 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
     _wanted.discard(key)
+    _NOT_CALL_SITES.add(spec.LIBRARY.split(".", 1)[0])
 
 
 def uninstrument(*names: str) -> None:
@@ -336,8 +345,9 @@ def _settle(call: _LlmCall, result: Any, patch: _Patch) -> Any:
 #: (method, call site) pairs already warned about: each is logged once.
 _warned: set[tuple[str, str]] = set()
 _MAX_WARNED = 4096
-#: Frames of these packages are not the user's call site.
-_NOT_CALL_SITES = ("ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2", "contextlib", "functools", "asyncio")
+#: Frames of these packages are not the user's call site (each patched
+#: library's own package is added when it is patched).
+_NOT_CALL_SITES = {"ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2", "contextlib", "functools", "asyncio"}
 
 
 def _method_name(patch: _Patch) -> str:

@@ -37,6 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
+from ststrace.testing import _groq
+
 __all__ = [
     "DEFAULT_TOOL_CALLS",
     "FakeAPI",
@@ -1033,10 +1035,13 @@ class _Handler(BaseHTTPRequestHandler):
         if scripted is not None:
             reply = scripted
 
+        groq = endpoint == "chat" and self.path.startswith(_groq.PATH_PREFIX)
         if body.get("stream") is True:
-            self._send_stream(sse_fn(fake, body, reply, n), n, endpoint, fake._pop_drop())
+            events = sse_fn(fake, body, reply, n)
+            self._send_stream(_groq.adapt_sse(events) if groq else events, n, endpoint, fake._pop_drop())
         else:
-            self._send_json(200, json_fn(fake, body, reply, n), n, endpoint)
+            payload = json_fn(fake, body, reply, n)
+            self._send_json(200, _groq.adapt_json(payload) if groq else payload, n, endpoint)
 
     def _common_headers(self, n: int, endpoint: Endpoint | None) -> None:
         request_id = f"req_fake{n:04d}"
