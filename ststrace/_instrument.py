@@ -44,6 +44,7 @@ INTEGRATIONS = {
     "groq": "ststrace.integrations.groq",
     "together": "ststrace.integrations.together",
     "cerebras": "ststrace.integrations.cerebras",
+    "ollama": "ststrace.integrations.ollama",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -67,6 +68,7 @@ _EXTRAS = {
     "groq": "groq",
     "together": "together",
     "cerebras": "cerebras",
+    "ollama": "ollama",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -270,7 +272,7 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         elif make is not None:
             wrapper = make(target[1], patch)
         else:
-            wrapper = _llm_patch(patch)
+            wrapper = _llm_patch(patch, getattr(spec, "call_arguments", None))
         patch.wrapper = wrapt.FunctionWrapper(patch.original, wrapper)
         setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
@@ -398,9 +400,27 @@ def _is_async(original: Any) -> bool:
         return False
 
 
-def _llm_patch(patch: _Patch) -> _Wrapper:
+_Arguments = Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
+
+
+def _llm_patch(patch: _Patch, call_arguments: _Arguments | None = None) -> _Wrapper:
     """The wrapper of one client method: like ``@llm``, but it steps aside inside
-    a call that already records (an ``@llm`` function or another patch)."""
+    a call that already records (an ``@llm`` function or another patch).
+
+    *call_arguments*, from an integration whose methods take the model or the
+    conversation positionally, names them (``(args, kwargs) -> kwargs``) for
+    the input reader; the method itself gets the caller's arguments untouched."""
+
+    def begin(session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _LlmCall | None:
+        if call_arguments is None:
+            return _begin_llm(session, None, True, args, kwargs)
+        try:
+            named = call_arguments(args, kwargs)
+        except Exception as exc:
+            internal_error(exc, "instrumented call arguments")
+            return _begin_llm(session, None, True, args, kwargs)
+        return _begin_llm(session, None, True, (), named)
+
     if _is_async(patch.original):
 
         def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -408,7 +428,7 @@ def _llm_patch(patch: _Patch) -> _Wrapper:
             if session is None or in_llm_call.get() or not patch.active:
                 return wrapped(*args, **kwargs)
             coro = wrapped(*args, **kwargs)  # wrong arguments raise here, before anything is recorded
-            call = _begin_llm(session, None, True, args, kwargs)
+            call = begin(session, args, kwargs)
             if call is None:
                 return coro
             return _run_async(coro, call, patch)
@@ -419,7 +439,7 @@ def _llm_patch(patch: _Patch) -> _Wrapper:
         session = current.get()
         if session is None or in_llm_call.get() or not patch.active:
             return wrapped(*args, **kwargs)
-        call = _begin_llm(session, None, True, args, kwargs)
+        call = begin(session, args, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
         token = in_llm_call.set(True)

@@ -6,6 +6,8 @@ from typing import Any
 
 from ._common import Message, get, internal_error
 from .messages import message_from_message_like
+from .ollama import is_chat_response as is_ollama_response
+from .ollama import message_from_chat_response as message_from_ollama
 from .openai_chat import message_from_completion
 from .openai_responses import message_from_response
 from .usage import attach as attach_usage
@@ -24,6 +26,8 @@ def convert(obj: Any) -> Message | None:
         return message_from_response(obj)
     if role == "assistant" or (role is None and get(obj, "type") == "message"):
         return message_from_message_like(obj)
+    if role is None and is_ollama_response(obj):
+        return message_from_ollama(obj)
     return None
 
 
@@ -31,7 +35,7 @@ def response_to_message(obj: object, *, usage: bool = False) -> Message | None:
     """The STS assistant message for a model reply, or ``None`` if not understood.
 
     Understands OpenAI ``ChatCompletion`` (and LiteLLM / HF shapes), OpenAI
-    Responses ``Response``, Anthropic ``Message``, assistant-message objects and
+    Responses ``Response``, Anthropic ``Message``, Ollama ``ChatResponse``, assistant-message objects and
     dicts (OpenAI or STS shape) and plain strings, as objects or plain dicts.
     With ``usage=True`` the reply's token usage is added as ``usage`` (see
     :mod:`.usage`). Never raises: an internal failure is logged and gives ``None``.

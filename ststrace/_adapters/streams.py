@@ -22,6 +22,8 @@ from ._common import Message, assistant_message, get, internal_error
 from .anthropic import EVENT_TYPES as _ANTHROPIC_EVENTS
 from .anthropic import AnthropicAccumulator
 from .convert import convert
+from .ollama import OllamaAccumulator
+from .ollama import is_chat_response as is_ollama_chunk
 from .openai_chat import ChatAccumulator
 from .openai_responses import ResponsesAccumulator
 from .usage import UsageAccumulator, usage_from_response
@@ -36,6 +38,7 @@ class Accumulator:
         self.chat = ChatAccumulator()
         self.responses = ResponsesAccumulator()
         self.anthropic = AnthropicAccumulator()
+        self.ollama = OllamaAccumulator()
         self.usage = UsageAccumulator()  # token counts, from the chunks that carry them
         self._text: list[str] = []
 
@@ -63,6 +66,9 @@ class Accumulator:
         if choices is not None:
             self.chat.add_choices(chunk, choices)
             self.usage.add_chat(chunk)
+        elif is_ollama_chunk(chunk):
+            self.ollama.add(chunk)
+            self.usage.add_counts(chunk)
 
     def result(self, usage: bool = False) -> Message:
         message = self._message()
@@ -73,10 +79,10 @@ class Accumulator:
         return message
 
     def _message(self) -> Message:
-        for acc in (self.anthropic, self.responses, self.chat):
+        for acc in (self.anthropic, self.responses, self.chat, self.ollama):
             if acc.seen_anything:
                 return acc.result()
-        model = self.anthropic.model or self.responses.model or self.chat.model
+        model = self.anthropic.model or self.responses.model or self.chat.model or self.ollama.model
         return assistant_message("".join(self._text), model=model)
 
 

@@ -17,6 +17,8 @@ present only when the provider reports it. Providers count differently:
 * Anthropic: ``input_tokens`` *excludes* ``cache_read_input_tokens`` and
   ``cache_creation_input_tokens``; a stream reports ``message_start`` usage and
   then cumulative ``message_delta`` usage.
+* Ollama: no ``usage`` object; ``prompt_eval_count`` and ``eval_count`` on the
+  reply (on a stream's last chunk).
 
 Pure functions, no I/O; every reader goes through :func:`get`, so objects and
 their dict forms read alike. Nothing here raises for odd input: an unknown
@@ -167,12 +169,24 @@ def _usage_field(obj: Any) -> Any:
     return raw
 
 
+def _from_counts(obj: Any) -> Usage | None:
+    """Ollama's ``prompt_eval_count`` / ``eval_count`` (no usage object)."""
+    prompt, output = _count(obj, "prompt_eval_count"), _count(obj, "eval_count")
+    if prompt is None and output is None:
+        return None
+    return _build(prompt or 0, output or 0, 0, 0, None)
+
+
 def usage_from_response(obj: Any) -> Usage | None:
     """The usage of a whole model reply (ChatCompletion, Response, Anthropic Message,
-    LiteLLM / HF outputs, or an STS-shaped dict with ``usage``), or ``None``."""
+    Ollama ChatResponse, LiteLLM / HF outputs, or an STS-shaped dict with ``usage``),
+    or ``None``."""
     if obj is None or isinstance(obj, (str, bytes, int, float, bool)):
         return None
-    return usage_of(_usage_field(obj))
+    raw = _usage_field(obj)
+    if raw is None:
+        return _from_counts(obj)
+    return usage_of(raw)
 
 
 def attach(message: dict[str, Any] | None, obj: Any) -> dict[str, Any] | None:
@@ -204,6 +218,12 @@ class UsageAccumulator:
         raw = _usage_field(chunk)
         if raw is not None:
             self._raw = raw
+
+    def add_counts(self, chunk: Any) -> None:
+        """An Ollama chunk; the last one carries the counts."""
+        found = _from_counts(chunk)
+        if found is not None:
+            self._raw = found  # already in the STS shape
 
     def add_event(self, kind: str, event: Any) -> None:
         """A typed stream event (Responses ``response.*`` or an Anthropic event)."""

@@ -12,6 +12,7 @@ thread and serves:
   ``sequence_number``.
 * ``POST …/messages`` (Anthropic Messages): JSON, or SSE with named ``event:``
   lines for thinking, text and tool_use blocks.
+* ``POST /api/chat`` (Ollama): JSON or NDJSON (:mod:`ststrace.testing._ollama`).
 
 Replies are scripted from the request, deterministically, so an agent loop
 terminates: once tool results follow the last user message the reply is a final
@@ -37,7 +38,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-from ststrace.testing import _groq
+from ststrace.testing import _groq, _ollama, _wire
+
+#: Protocols kept in modules of their own. Each has ``ENDPOINT``, ``matches(path)``,
+#: ``tools_offered(body)``, ``results(body)``, ``streamed(path, body)``,
+#: ``reply_json`` / ``reply_stream(api, body, reply, n, path)``,
+#: ``STREAM_CONTENT_TYPE``, ``error_body(status, message, n)`` and ``headers(n)``.
+_PROTOCOLS: tuple[Any, ...] = (_ollama,)
+_BY_ENDPOINT = {p.ENDPOINT: p for p in _PROTOCOLS}
 
 __all__ = [
     "DEFAULT_TOOL_CALLS",
@@ -47,10 +55,9 @@ __all__ = [
     "ScriptedToolCall",
 ]
 
-Endpoint = Literal["chat", "responses", "messages"]
+Endpoint = Literal["chat", "responses", "messages", "ollama"]
 
-#: Fixed ``created`` timestamp (2026-01-01T00:00:00Z) so replies are byte-for-byte reproducible.
-CREATED = 1767225600
+CREATED = _wire.CREATED
 
 
 @dataclass(frozen=True)
@@ -173,35 +180,10 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
-def _dumps(obj: Any) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
-
-
-def _pieces(text: str, size: int) -> list[str]:
-    size = max(1, size)
-    return [text[i : i + size] for i in range(0, len(text), size)]
-
-
-def _text_of(content: Any) -> str:
-    """Text of a message/tool-result ``content`` in any provider's shape."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return _dumps(content)
-
-
-def _tokens(text: str) -> int:
-    # A stable stand-in for a tokenizer: about four characters per token.
-    return max(1, (len(text) + 3) // 4)
+_dumps = _wire.dumps
+_pieces = _wire.pieces
+_text_of = _wire.text_of
+_tokens = _wire.tokens
 
 
 def _signature(thinking: str) -> str:
@@ -338,6 +320,11 @@ class FakeAPI:
     def hf_base_url(self) -> str:
         """For ``huggingface_hub.InferenceClient(base_url=…)``."""
         return f"{self.url}/v1"
+
+    @property
+    def ollama_base_url(self) -> str:
+        """For ``ollama.Client(host=…)`` (or ``OLLAMA_HOST``; the client adds ``/api/chat``)."""
+        return self.url
 
     # -- scripting ---------------------------------------------------------
 
@@ -938,6 +925,9 @@ def _endpoint(path: str) -> Endpoint | None:
     # Suffix matching accepts both `/v1/chat/completions` and `/chat/completions`
     # (clients whose base_url already ends in /v1 or not).
     path = path.split("?", 1)[0].rstrip("/")
+    for protocol in _PROTOCOLS:
+        if protocol.matches(path):
+            return protocol.ENDPOINT  # type: ignore[no-any-return]
     if path.endswith("/chat/completions"):
         return "chat"
     if path.endswith("/responses"):
@@ -948,6 +938,8 @@ def _endpoint(path: str) -> Endpoint | None:
 
 
 def _error_body(endpoint: Endpoint | None, status: int, message: str, error_type: str | None, n: int) -> Any:
+    if endpoint in _BY_ENDPOINT:
+        return _BY_ENDPOINT[endpoint].error_body(status, message, n)
     if endpoint == "messages":
         kind = error_type or _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}, "request_id": f"req_fake{n:04d}"}
@@ -1022,6 +1014,17 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(endpoint, 400, "Request body must be a JSON object.", None, n), n, endpoint)
             return
 
+        protocol = _BY_ENDPOINT.get(endpoint)
+        if protocol is not None:
+            reply = fake._plan(protocol.tools_offered(body), protocol.results(body))
+            scripted = fake._pop_scripted()
+            reply = scripted if scripted is not None else reply
+            if protocol.streamed(self.path, body):
+                events = protocol.reply_stream(fake, body, reply, n, self.path)
+                self._send_stream(events, n, endpoint, fake._pop_drop(), protocol.STREAM_CONTENT_TYPE)
+            else:
+                self._send_json(200, protocol.reply_json(fake, body, reply, n, self.path), n, endpoint)
+            return
         if endpoint == "chat":
             reply = fake._plan(_tools_offered(body), _chat_results(body), _parallel(body))
             json_fn, sse_fn = _chat_json, _chat_sse
@@ -1045,7 +1048,10 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _common_headers(self, n: int, endpoint: Endpoint | None) -> None:
         request_id = f"req_fake{n:04d}"
-        if endpoint == "messages":
+        if endpoint in _BY_ENDPOINT:
+            for name, value in _BY_ENDPOINT[endpoint].headers(n).items():
+                self.send_header(name, value)
+        elif endpoint == "messages":
             self.send_header("request-id", request_id)
         else:
             self.send_header("x-request-id", request_id)
@@ -1060,9 +1066,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_stream(self, events: Iterator[bytes], n: int, endpoint: Endpoint, drop: _Drop | None) -> None:
+    def _send_stream(
+        self,
+        events: Iterator[bytes],
+        n: int,
+        endpoint: Endpoint,
+        drop: _Drop | None,
+        content_type: str = "text/event-stream; charset=utf-8",
+    ) -> None:
         self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("content-type", content_type)
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self._common_headers(n, endpoint)
