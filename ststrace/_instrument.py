@@ -45,6 +45,7 @@ INTEGRATIONS = {
     "together": "ststrace.integrations.together",
     "cerebras": "ststrace.integrations.cerebras",
     "ollama": "ststrace.integrations.ollama",
+    "mistralai": "ststrace.integrations.mistralai",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -56,6 +57,7 @@ _ALIASES = {
     "llamaindex": "llama_index",
     "cerebras-cloud-sdk": "cerebras",
     "cerebras_cloud_sdk": "cerebras",
+    "mistral": "mistralai",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -69,6 +71,7 @@ _EXTRAS = {
     "together": "together",
     "cerebras": "cerebras",
     "ollama": "ollama",
+    "mistralai": "mistralai",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]

@@ -69,6 +69,13 @@ class Accumulator:
         elif is_ollama_chunk(chunk):
             self.ollama.add(chunk)
             self.usage.add_counts(chunk)
+        else:
+            # mistralai's stream events carry the chunk in ``data``.
+            data = get(chunk, "data")
+            choices = get(data, "choices") if data is not None else None
+            if choices is not None:
+                self.chat.add_choices(data, choices)
+                self.usage.add_chat(data)
 
     def result(self, usage: bool = False) -> Message:
         message = self._message()

@@ -72,3 +72,28 @@ def results_after_last_user(messages: Any, is_user: Any, results_of: Any) -> lis
             last_user = i
     found = [text for m in messages[last_user + 1 :] if isinstance(m, dict) for text in results_of(m)]
     return found or None
+
+
+def map_sse(events: Any, adapt_stream: Any) -> Any:
+    """The SSE *events* (bytes) rewritten by *adapt_stream*, which gets the JSON
+    ``data:`` payloads as dicts (other events as their bytes), in order, and
+    yields the payloads to send."""
+
+    def payloads() -> Any:
+        for event in events:
+            _, sep, data = event.partition(b"data: ")
+            text = data.strip()
+            yield json.loads(text) if sep and text.startswith(b"{") else event
+
+    for item in adapt_stream(payloads()):
+        yield f"data: {dumps(item)}\n\n".encode() if isinstance(item, dict) else item
+
+
+def each(adapt: Any) -> Any:
+    """An ``adapt_stream`` for :func:`map_sse` that rewrites each payload alone."""
+
+    def adapt_stream(items: Any) -> Any:
+        for item in items:
+            yield adapt(item) if isinstance(item, dict) else item
+
+    return adapt_stream

@@ -13,6 +13,8 @@ thread and serves:
 * ``POST …/messages`` (Anthropic Messages): JSON, or SSE with named ``event:``
   lines for thinking, text and tool_use blocks.
 * ``POST /api/chat`` (Ollama): JSON or NDJSON (:mod:`ststrace.testing._ollama`).
+* Chat Completions in Groq's (``/openai/v1/…``) and Mistral's (``/mistral/v1/…``)
+  dialects (:mod:`ststrace.testing._groq`, :mod:`ststrace.testing._mistral`).
 
 Replies are scripted from the request, deterministically, so an agent loop
 terminates: once tool results follow the last user message the reply is a final
@@ -38,7 +40,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-from ststrace.testing import _groq, _ollama, _wire
+from ststrace.testing import _groq, _mistral, _ollama, _wire
 
 #: Protocols kept in modules of their own. Each has ``ENDPOINT``, ``matches(path)``,
 #: ``tools_offered(body)``, ``results(body)``, ``streamed(path, body)``,
@@ -46,6 +48,9 @@ from ststrace.testing import _groq, _ollama, _wire
 #: ``STREAM_CONTENT_TYPE``, ``error_body(status, message, n)`` and ``headers(n)``.
 _PROTOCOLS: tuple[Any, ...] = (_ollama,)
 _BY_ENDPOINT = {p.ENDPOINT: p for p in _PROTOCOLS}
+#: Providers that speak Chat Completions in a dialect of their own, each under
+#: a path prefix: ``PATH_PREFIX``, ``adapt(reply)`` and ``adapt_stream(chunks)``.
+_CHAT_DIALECTS: tuple[Any, ...] = (_groq, _mistral)
 
 __all__ = [
     "DEFAULT_TOOL_CALLS",
@@ -320,6 +325,11 @@ class FakeAPI:
     def hf_base_url(self) -> str:
         """For ``huggingface_hub.InferenceClient(base_url=…)``."""
         return f"{self.url}/v1"
+
+    @property
+    def mistral_base_url(self) -> str:
+        """For ``mistralai.client.Mistral(server_url=…)`` (Mistral's dialect of Chat Completions)."""
+        return f"{self.url}/mistral"
 
     @property
     def ollama_base_url(self) -> str:
@@ -1038,13 +1048,17 @@ class _Handler(BaseHTTPRequestHandler):
         if scripted is not None:
             reply = scripted
 
-        groq = endpoint == "chat" and self.path.startswith(_groq.PATH_PREFIX)
+        dialect = None
+        if endpoint == "chat":
+            dialect = next((d for d in _CHAT_DIALECTS if self.path.startswith(d.PATH_PREFIX)), None)
         if body.get("stream") is True:
             events = sse_fn(fake, body, reply, n)
-            self._send_stream(_groq.adapt_sse(events) if groq else events, n, endpoint, fake._pop_drop())
+            if dialect is not None:
+                events = _wire.map_sse(events, dialect.adapt_stream)
+            self._send_stream(events, n, endpoint, fake._pop_drop())
         else:
             payload = json_fn(fake, body, reply, n)
-            self._send_json(200, _groq.adapt_json(payload) if groq else payload, n, endpoint)
+            self._send_json(200, payload if dialect is None else dialect.adapt(payload), n, endpoint)
 
     def _common_headers(self, n: int, endpoint: Endpoint | None) -> None:
         request_id = f"req_fake{n:04d}"
