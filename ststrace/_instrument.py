@@ -46,6 +46,7 @@ INTEGRATIONS = {
     "cerebras": "ststrace.integrations.cerebras",
     "ollama": "ststrace.integrations.ollama",
     "mistralai": "ststrace.integrations.mistralai",
+    "cohere": "ststrace.integrations.cohere",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -72,6 +73,7 @@ _EXTRAS = {
     "cerebras": "cerebras",
     "ollama": "ollama",
     "mistralai": "mistralai",
+    "cohere": "cohere",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]

@@ -6,6 +6,8 @@ from typing import Any
 
 from ._common import Message, get, internal_error
 from .messages import message_from_message_like
+from .cohere import is_chat_response as is_cohere_response
+from .cohere import message_from_chat_response as message_from_cohere
 from .ollama import is_chat_response as is_ollama_response
 from .ollama import message_from_chat_response as message_from_ollama
 from .openai_chat import message_from_completion
@@ -28,6 +30,8 @@ def convert(obj: Any) -> Message | None:
         return message_from_message_like(obj)
     if role is None and is_ollama_response(obj):
         return message_from_ollama(obj)
+    if role is None and is_cohere_response(obj):
+        return message_from_cohere(obj)
     return None
 
 
@@ -35,7 +39,7 @@ def response_to_message(obj: object, *, usage: bool = False) -> Message | None:
     """The STS assistant message for a model reply, or ``None`` if not understood.
 
     Understands OpenAI ``ChatCompletion`` (and LiteLLM / HF shapes), OpenAI
-    Responses ``Response``, Anthropic ``Message``, Ollama ``ChatResponse``, assistant-message objects and
+    Responses ``Response``, Anthropic ``Message``, Ollama ``ChatResponse``, Cohere ``V2ChatResponse``, assistant-message objects and
     dicts (OpenAI or STS shape) and plain strings, as objects or plain dicts.
     With ``usage=True`` the reply's token usage is added as ``usage`` (see
     :mod:`.usage`). Never raises: an internal failure is logged and gives ``None``.

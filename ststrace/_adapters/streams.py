@@ -21,6 +21,8 @@ from ststrace._context import in_llm_call
 from ._common import Message, assistant_message, get, internal_error
 from .anthropic import EVENT_TYPES as _ANTHROPIC_EVENTS
 from .anthropic import AnthropicAccumulator
+from .cohere import EVENT_TYPES as _COHERE_EVENTS
+from .cohere import CohereAccumulator
 from .convert import convert
 from .ollama import OllamaAccumulator
 from .ollama import is_chat_response as is_ollama_chunk
@@ -39,6 +41,7 @@ class Accumulator:
         self.responses = ResponsesAccumulator()
         self.anthropic = AnthropicAccumulator()
         self.ollama = OllamaAccumulator()
+        self.cohere = CohereAccumulator()
         self.usage = UsageAccumulator()  # token counts, from the chunks that carry them
         self._text: list[str] = []
 
@@ -58,6 +61,9 @@ class Accumulator:
                 self.usage.add_event(kind, chunk)
             elif kind in _ANTHROPIC_EVENTS:
                 self.anthropic.add_event(kind, chunk)
+                self.usage.add_event(kind, chunk)
+            elif kind in _COHERE_EVENTS:
+                self.cohere.add_event(kind, chunk)
                 self.usage.add_event(kind, chunk)
             # Other typed events (anthropic "text", openai "content.delta", ...)
             # repeat what the raw events carry.
@@ -86,7 +92,7 @@ class Accumulator:
         return message
 
     def _message(self) -> Message:
-        for acc in (self.anthropic, self.responses, self.chat, self.ollama):
+        for acc in (self.anthropic, self.responses, self.chat, self.ollama, self.cohere):
             if acc.seen_anything:
                 return acc.result()
         model = self.anthropic.model or self.responses.model or self.chat.model or self.ollama.model

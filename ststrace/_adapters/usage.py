@@ -17,6 +17,9 @@ present only when the provider reports it. Providers count differently:
 * Anthropic: ``input_tokens`` *excludes* ``cache_read_input_tokens`` and
   ``cache_creation_input_tokens``; a stream reports ``message_start`` usage and
   then cumulative ``message_delta`` usage.
+* Cohere v2: ``usage.tokens`` (what the model read and wrote) and
+  ``usage.billed_units``; ``tokens`` is used when present. ``cached_tokens``
+  are part of the input.
 * Ollama: no ``usage`` object; ``prompt_eval_count`` and ``eval_count`` on the
   reply (on a stream's last chunk).
 
@@ -144,6 +147,17 @@ def _from_anthropic(raw: Any) -> Usage:
     )
 
 
+def _from_cohere(raw: Any) -> Usage | None:
+    counts = get(raw, "tokens")
+    if counts is None or (_count(counts, "input_tokens") is None and _count(counts, "output_tokens") is None):
+        counts = get(raw, "billed_units")
+    inputs, output = _count(counts, "input_tokens"), _count(counts, "output_tokens")
+    if inputs is None and output is None:
+        return None
+    cache_read = min(_count(raw, "cached_tokens") or 0, inputs or 0)
+    return _build((inputs or 0) - cache_read, output or 0, cache_read, 0, None)
+
+
 def usage_of(raw: Any) -> Usage | None:
     """A provider's usage report (object or dict, any known shape) -> STS usage, or ``None``."""
     if raw is None or isinstance(raw, (str, bytes, int, float, bool, list, tuple)):
@@ -157,6 +171,8 @@ def usage_of(raw: Any) -> Usage | None:
         if get(raw, "input_tokens_details") is not None or get(raw, "total_tokens") is not None:
             return _from_responses(raw)
         return _from_anthropic(raw)
+    if get(raw, "tokens") is not None or get(raw, "billed_units") is not None:
+        return _from_cohere(raw)
     return _from_sts(raw)
 
 
@@ -231,6 +247,10 @@ class UsageAccumulator:
             self._merge_anthropic(get(get(event, "message"), "usage"))
         elif kind == "message_delta":
             self._merge_anthropic(get(event, "usage"))
+        elif kind == "message-end":  # Cohere
+            raw = get(get(event, "delta"), "usage")
+            if raw is not None:
+                self._raw = raw
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             raw = get(get(event, "response"), "usage")
             if raw is not None:

@@ -13,6 +13,7 @@ thread and serves:
 * ``POST …/messages`` (Anthropic Messages): JSON, or SSE with named ``event:``
   lines for thinking, text and tool_use blocks.
 * ``POST /api/chat`` (Ollama): JSON or NDJSON (:mod:`ststrace.testing._ollama`).
+* ``POST /v2/chat`` (Cohere v2): JSON or typed SSE events (:mod:`ststrace.testing._cohere`).
 * Chat Completions in Groq's (``/openai/v1/…``) and Mistral's (``/mistral/v1/…``)
   dialects (:mod:`ststrace.testing._groq`, :mod:`ststrace.testing._mistral`).
 
@@ -40,13 +41,13 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-from ststrace.testing import _groq, _mistral, _ollama, _wire
+from ststrace.testing import _cohere, _groq, _mistral, _ollama, _wire
 
 #: Protocols kept in modules of their own. Each has ``ENDPOINT``, ``matches(path)``,
 #: ``tools_offered(body)``, ``results(body)``, ``streamed(path, body)``,
 #: ``reply_json`` / ``reply_stream(api, body, reply, n, path)``,
 #: ``STREAM_CONTENT_TYPE``, ``error_body(status, message, n)`` and ``headers(n)``.
-_PROTOCOLS: tuple[Any, ...] = (_ollama,)
+_PROTOCOLS: tuple[Any, ...] = (_ollama, _cohere)
 _BY_ENDPOINT = {p.ENDPOINT: p for p in _PROTOCOLS}
 #: Providers that speak Chat Completions in a dialect of their own, each under
 #: a path prefix: ``PATH_PREFIX``, ``adapt(reply)`` and ``adapt_stream(chunks)``.
@@ -60,7 +61,7 @@ __all__ = [
     "ScriptedToolCall",
 ]
 
-Endpoint = Literal["chat", "responses", "messages", "ollama"]
+Endpoint = Literal["chat", "responses", "messages", "ollama", "cohere"]
 
 CREATED = _wire.CREATED
 
@@ -330,6 +331,11 @@ class FakeAPI:
     def mistral_base_url(self) -> str:
         """For ``mistralai.client.Mistral(server_url=…)`` (Mistral's dialect of Chat Completions)."""
         return f"{self.url}/mistral"
+
+    @property
+    def cohere_base_url(self) -> str:
+        """For ``cohere.ClientV2(base_url=…)`` (the client adds ``/v2/chat``)."""
+        return self.url
 
     @property
     def ollama_base_url(self) -> str:
