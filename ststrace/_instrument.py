@@ -47,6 +47,7 @@ INTEGRATIONS = {
     "ollama": "ststrace.integrations.ollama",
     "mistralai": "ststrace.integrations.mistralai",
     "cohere": "ststrace.integrations.cohere",
+    "bedrock": "ststrace.integrations.bedrock",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -59,6 +60,9 @@ _ALIASES = {
     "cerebras-cloud-sdk": "cerebras",
     "cerebras_cloud_sdk": "cerebras",
     "mistral": "mistralai",
+    "bedrock-runtime": "bedrock",
+    "boto3": "bedrock",
+    "botocore": "bedrock",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -74,6 +78,7 @@ _EXTRAS = {
     "ollama": "ollama",
     "mistralai": "mistralai",
     "cohere": "cohere",
+    "bedrock": "bedrock",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]

@@ -6,6 +6,7 @@ from typing import Any
 
 from ._common import Message, get, internal_error
 from .messages import message_from_message_like
+from .bedrock import is_converse_response, message_from_converse
 from .cohere import is_chat_response as is_cohere_response
 from .cohere import message_from_chat_response as message_from_cohere
 from .ollama import is_chat_response as is_ollama_response
@@ -32,6 +33,8 @@ def convert(obj: Any) -> Message | None:
         return message_from_ollama(obj)
     if role is None and is_cohere_response(obj):
         return message_from_cohere(obj)
+    if role is None and is_converse_response(obj):
+        return message_from_converse(obj)
     return None
 
 
@@ -39,7 +42,7 @@ def response_to_message(obj: object, *, usage: bool = False) -> Message | None:
     """The STS assistant message for a model reply, or ``None`` if not understood.
 
     Understands OpenAI ``ChatCompletion`` (and LiteLLM / HF shapes), OpenAI
-    Responses ``Response``, Anthropic ``Message``, Ollama ``ChatResponse``, Cohere ``V2ChatResponse``, assistant-message objects and
+    Responses ``Response``, Anthropic ``Message``, Ollama ``ChatResponse``, Cohere ``V2ChatResponse``, Bedrock Converse replies, assistant-message objects and
     dicts (OpenAI or STS shape) and plain strings, as objects or plain dicts.
     With ``usage=True`` the reply's token usage is added as ``usage`` (see
     :mod:`.usage`). Never raises: an internal failure is logged and gives ``None``.

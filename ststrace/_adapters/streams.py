@@ -21,6 +21,8 @@ from ststrace._context import in_llm_call
 from ._common import Message, assistant_message, get, internal_error
 from .anthropic import EVENT_TYPES as _ANTHROPIC_EVENTS
 from .anthropic import AnthropicAccumulator
+from .bedrock import ConverseAccumulator, invoke_stream_event
+from .bedrock import is_stream_event as is_converse_event
 from .cohere import EVENT_TYPES as _COHERE_EVENTS
 from .cohere import CohereAccumulator
 from .convert import convert
@@ -42,6 +44,7 @@ class Accumulator:
         self.anthropic = AnthropicAccumulator()
         self.ollama = OllamaAccumulator()
         self.cohere = CohereAccumulator()
+        self.converse = ConverseAccumulator()
         self.usage = UsageAccumulator()  # token counts, from the chunks that carry them
         self._text: list[str] = []
 
@@ -75,6 +78,10 @@ class Accumulator:
         elif is_ollama_chunk(chunk):
             self.ollama.add(chunk)
             self.usage.add_counts(chunk)
+        elif is_converse_event(chunk):
+            self.converse.add_event(chunk)
+            if "metadata" in chunk:
+                self.usage.add_chat(chunk["metadata"])
         else:
             # mistralai's stream events carry the chunk in ``data``.
             data = get(chunk, "data")
@@ -82,6 +89,11 @@ class Accumulator:
             if choices is not None:
                 self.chat.add_choices(data, choices)
                 self.usage.add_chat(data)
+                return
+            # Bedrock's invoke_model_with_response_stream: the model's own event in ``bytes``.
+            inner = invoke_stream_event(chunk)
+            if inner is not None:
+                self.add(inner)
 
     def result(self, usage: bool = False) -> Message:
         message = self._message()
@@ -92,7 +104,7 @@ class Accumulator:
         return message
 
     def _message(self) -> Message:
-        for acc in (self.anthropic, self.responses, self.chat, self.ollama, self.cohere):
+        for acc in (self.anthropic, self.responses, self.chat, self.ollama, self.cohere, self.converse):
             if acc.seen_anything:
                 return acc.result()
         model = self.anthropic.model or self.responses.model or self.chat.model or self.ollama.model

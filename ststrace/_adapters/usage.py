@@ -20,6 +20,8 @@ present only when the provider reports it. Providers count differently:
 * Cohere v2: ``usage.tokens`` (what the model read and wrote) and
   ``usage.billed_units``; ``tokens`` is used when present. ``cached_tokens``
   are part of the input.
+* Bedrock Converse: ``inputTokens`` *excludes* ``cacheReadInputTokens`` and
+  ``cacheWriteInputTokens`` (``totalTokens`` adds all four).
 * Ollama: no ``usage`` object; ``prompt_eval_count`` and ``eval_count`` on the
   reply (on a stream's last chunk).
 
@@ -173,6 +175,14 @@ def usage_of(raw: Any) -> Usage | None:
         return _from_anthropic(raw)
     if get(raw, "tokens") is not None or get(raw, "billed_units") is not None:
         return _from_cohere(raw)
+    if get(raw, "inputTokens") is not None or get(raw, "outputTokens") is not None:
+        return _build(
+            _count(raw, "inputTokens") or 0,
+            _count(raw, "outputTokens") or 0,
+            _count(raw, "cacheReadInputTokens") or 0,
+            _count(raw, "cacheWriteInputTokens") or 0,
+            None,
+        )
     return _from_sts(raw)
 
 

@@ -41,7 +41,7 @@ def _result_text(content: Any) -> str:
     return text_of(content)
 
 
-def results(body: dict[str, Any]) -> list[str] | None:
+def results(body: dict[str, Any], path: str, native: Any) -> list[str] | None:
     return results_after_last_user(
         body.get("messages"),
         lambda m: m.get("role") == "user",
@@ -86,7 +86,7 @@ def _call(c: Any, arguments: str) -> dict[str, Any]:
     return {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": arguments}}
 
 
-def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str) -> dict[str, Any]:
+def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant"}
     content: list[dict[str, Any]] = []
     thinking = _thinking(body, reply)
@@ -110,7 +110,7 @@ def _event(kind: str, **fields: Any) -> bytes:
     return f"event: {kind}\ndata: {dumps({'type': kind, **fields})}\n\n".encode()
 
 
-def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str) -> Iterator[bytes]:
+def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> Iterator[bytes]:
     yield _event(
         "message-start",
         id=f"cohere-fake{n:04d}",

@@ -26,7 +26,7 @@ def tools_offered(body: dict[str, Any]) -> bool:
     return bool(body.get("tools"))
 
 
-def results(body: dict[str, Any]) -> list[str] | None:
+def results(body: dict[str, Any], path: str, native: Any) -> list[str] | None:
     return results_after_last_user(
         body.get("messages"),
         lambda m: m.get("role") == "user",
@@ -69,7 +69,7 @@ def _final(api: Any, body: dict[str, Any], reply: Any) -> dict[str, Any]:
     return final
 
 
-def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str) -> dict[str, Any]:
+def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> dict[str, Any]:
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
     thinking = _thinking(body, reply)
     if thinking:
@@ -79,7 +79,7 @@ def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str) ->
     return {"model": str(body.get("model") or ""), "created_at": CREATED_ISO, "message": message, **_final(api, body, reply)}
 
 
-def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str) -> Iterator[bytes]:
+def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> Iterator[bytes]:
     model = str(body.get("model") or "")
 
     def line(message: dict[str, Any], **extra: Any) -> bytes:

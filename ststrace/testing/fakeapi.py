@@ -14,6 +14,9 @@ thread and serves:
   lines for thinking, text and tool_use blocks.
 * ``POST /api/chat`` (Ollama): JSON or NDJSON (:mod:`ststrace.testing._ollama`).
 * ``POST /v2/chat`` (Cohere v2): JSON or typed SSE events (:mod:`ststrace.testing._cohere`).
+* ``POST /model/{modelId}/converse``, ``/converse-stream`` (AWS event-stream
+  framing), ``/invoke`` and ``/invoke-with-response-stream`` with an Anthropic
+  body (Amazon Bedrock Runtime; :mod:`ststrace.testing._bedrock`).
 * Chat Completions in Groq's (``/openai/v1/…``) and Mistral's (``/mistral/v1/…``)
   dialects (:mod:`ststrace.testing._groq`, :mod:`ststrace.testing._mistral`).
 
@@ -41,13 +44,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-from ststrace.testing import _cohere, _groq, _mistral, _ollama, _wire
+from ststrace.testing import _bedrock, _cohere, _groq, _mistral, _ollama, _wire
 
 #: Protocols kept in modules of their own. Each has ``ENDPOINT``, ``matches(path)``,
-#: ``tools_offered(body)``, ``results(body)``, ``streamed(path, body)``,
-#: ``reply_json`` / ``reply_stream(api, body, reply, n, path)``,
+#: ``tools_offered(body)``, ``results(body, path, native)``, ``streamed(path, body)``,
+#: ``reply_json`` / ``reply_stream(api, body, reply, n, path, native)``,
 #: ``STREAM_CONTENT_TYPE``, ``error_body(status, message, n)`` and ``headers(n)``.
-_PROTOCOLS: tuple[Any, ...] = (_ollama, _cohere)
+#: ``native`` hands them the protocols defined here that they carry inside
+#: their own (Bedrock's ``invoke_model`` carries Anthropic Messages), so they
+#: need not import this module.
+_PROTOCOLS: tuple[Any, ...] = (_ollama, _cohere, _bedrock)
 _BY_ENDPOINT = {p.ENDPOINT: p for p in _PROTOCOLS}
 #: Providers that speak Chat Completions in a dialect of their own, each under
 #: a path prefix: ``PATH_PREFIX``, ``adapt(reply)`` and ``adapt_stream(chunks)``.
@@ -61,7 +67,7 @@ __all__ = [
     "ScriptedToolCall",
 ]
 
-Endpoint = Literal["chat", "responses", "messages", "ollama", "cohere"]
+Endpoint = Literal["chat", "responses", "messages", "ollama", "cohere", "bedrock"]
 
 CREATED = _wire.CREATED
 
@@ -331,6 +337,11 @@ class FakeAPI:
     def mistral_base_url(self) -> str:
         """For ``mistralai.client.Mistral(server_url=…)`` (Mistral's dialect of Chat Completions)."""
         return f"{self.url}/mistral"
+
+    @property
+    def bedrock_base_url(self) -> str:
+        """For ``boto3.client("bedrock-runtime", endpoint_url=…)`` (any region, dummy credentials)."""
+        return self.url
 
     @property
     def cohere_base_url(self) -> str:
@@ -921,6 +932,14 @@ def _anthropic_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) ->
     yield _sse({"type": "message_stop"}, "message_stop")
 
 
+#: What the protocol modules may reuse (see ``_PROTOCOLS``).
+_NATIVE: dict[str, Any] = {
+    "anthropic_results": _anthropic_results,
+    "anthropic_json": _anthropic_json,
+    "anthropic_sse": _anthropic_sse,
+}
+
+
 # ---------------------------------------------------------------------------
 # HTTP plumbing
 
@@ -1032,14 +1051,14 @@ class _Handler(BaseHTTPRequestHandler):
 
         protocol = _BY_ENDPOINT.get(endpoint)
         if protocol is not None:
-            reply = fake._plan(protocol.tools_offered(body), protocol.results(body))
+            reply = fake._plan(protocol.tools_offered(body), protocol.results(body, self.path, _NATIVE))
             scripted = fake._pop_scripted()
             reply = scripted if scripted is not None else reply
             if protocol.streamed(self.path, body):
-                events = protocol.reply_stream(fake, body, reply, n, self.path)
+                events = protocol.reply_stream(fake, body, reply, n, self.path, _NATIVE)
                 self._send_stream(events, n, endpoint, fake._pop_drop(), protocol.STREAM_CONTENT_TYPE)
             else:
-                self._send_json(200, protocol.reply_json(fake, body, reply, n, self.path), n, endpoint)
+                self._send_json(200, protocol.reply_json(fake, body, reply, n, self.path, _NATIVE), n, endpoint)
             return
         if endpoint == "chat":
             reply = fake._plan(_tools_offered(body), _chat_results(body), _parallel(body))
