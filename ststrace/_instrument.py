@@ -28,6 +28,7 @@ from typing import Any
 
 import wrapt
 
+from . import _unrecorded as _empty_sessions
 from ._context import current, in_llm_call
 from ._decorators import _ASYNC, _begin_llm, _kind, _LlmCall
 from ._errors import InstrumentationError, internal_error, logger
@@ -92,14 +93,19 @@ class _Patch:
     """One patched attribute. ``active`` is read by the wrapper on every call, so
     a patch another library has wrapped on top of can still be switched off."""
 
-    __slots__ = ("owner", "attr", "original", "wrapper", "active", "inherited")
+    __slots__ = ("owner", "attr", "original", "wrapper", "active", "inherited", "key", "missed")
 
-    def __init__(self, owner: Any, attr: str, original: Any, inherited: bool = False) -> None:
+    def __init__(self, owner: Any, attr: str, original: Any, inherited: bool = False, key: str = "") -> None:
         self.owner = owner
         self.attr = attr
         self.original = original
         self.wrapper: Any = None
         self.active = True
+        #: The ``instrument()`` name this patch belongs to.
+        self.key = key
+        #: Why a call through this patch went unrecorded while a session was
+        #: open (see :mod:`ststrace._unrecorded`), until reported.
+        self.missed: str | None = None
         #: The class only inherited the method: undoing deletes our attribute
         #: rather than pinning the base class's method onto the subclass.
         self.inherited = inherited
@@ -111,6 +117,8 @@ _patched: dict[str, list[_Patch]] = {}
 #: Libraries waiting for their import (lazy patching).
 _wanted: set[str] = set()
 _hooked: set[str] = set()
+#: Set by the first instrument() call, whatever it patched.
+_ever_called = False
 
 
 def _canonical(name: str) -> str:
@@ -179,6 +187,8 @@ def instrument(*names: str) -> list[str]:
     the rest are skipped silently. Idempotent. Returns the names instrumented
     or waiting for their import.
     """
+    global _ever_called
+    _ever_called = True
     explicit = bool(names)
     keys = [_canonical(n) for n in names] if explicit else list(INTEGRATIONS)
     specs = {key: importlib.import_module(INTEGRATIONS[key]) for key in keys}
@@ -270,7 +280,7 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             ) from exc
         if not callable(original):
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
-        patches.append(_Patch(owner, attr, original, inherited))
+        patches.append(_Patch(owner, attr, original, inherited, key))
         # A target may name its own wrapper factory (a runner, not a model call).
         factory = custom[0] if custom else None
         factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
@@ -436,6 +446,7 @@ def _llm_patch(patch: _Patch, call_arguments: _Arguments | None = None) -> _Wrap
         def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             session = current.get()
             if session is None or in_llm_call.get() or not patch.active:
+                note_missed(patch, session)
                 return wrapped(*args, **kwargs)
             coro = wrapped(*args, **kwargs)  # wrong arguments raise here, before anything is recorded
             call = begin(session, args, kwargs)
@@ -448,6 +459,7 @@ def _llm_patch(patch: _Patch, call_arguments: _Arguments | None = None) -> _Wrap
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         session = current.get()
         if session is None or in_llm_call.get() or not patch.active:
+            note_missed(patch, session)
             return wrapped(*args, **kwargs)
         call = begin(session, args, kwargs)
         if call is None:
@@ -497,6 +509,7 @@ def _request_patch(patch: _Patch) -> _Wrapper:
             body = _model_request_body(args, kwargs)
             coro = wrapped(*args, **kwargs)
             if body is None:
+                patch.missed = OUTSIDE_METHODS
                 return coro
             call = _begin_llm(session, None, True, (), body)
             if call is None:
@@ -510,7 +523,12 @@ def _request_patch(patch: _Patch) -> _Wrapper:
         if session is None or in_llm_call.get() or not patch.active:
             return wrapped(*args, **kwargs)
         body = _model_request_body(args, kwargs)
-        call = None if body is None else _begin_llm(session, None, True, (), body)
+        if body is None:
+            # A request in a session that no patched method made: not a model
+            # call this SDK version makes through the methods we know.
+            patch.missed = OUTSIDE_METHODS
+            return wrapped(*args, **kwargs)
+        call = _begin_llm(session, None, True, (), body)
         if call is None:
             return wrapped(*args, **kwargs)
         token = in_llm_call.set(True)
@@ -535,6 +553,25 @@ async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:
     finally:
         in_llm_call.reset(token)
     return _settle(call, result, patch)
+
+
+note_missed = _empty_sessions.note_missed
+OUTSIDE_METHODS = _empty_sessions.OUTSIDE_METHODS
+
+
+def _report() -> tuple[bool, frozenset[str], frozenset[str], dict[str, str]]:
+    with _lock:
+        missed: dict[str, str] = {}
+        for key, patches in _patched.items():
+            for patch in patches:
+                if patch.missed is not None:
+                    missed.setdefault(key, patch.missed)
+                    patch.missed = None
+        called = bool(_patched or _wanted or _hooked or _ever_called)
+        return called, frozenset(INTEGRATIONS), frozenset(_patched), missed
+
+
+_empty_sessions.report = _report
 
 
 def _after_fork_in_child() -> None:

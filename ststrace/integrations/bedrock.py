@@ -22,8 +22,10 @@ import io
 import json
 from typing import Any, Callable
 
+from .. import _registry
 from .._adapters.bedrock import converse_request, invoke_request
 from .._context import current, in_llm_call
+from .._unrecorded import note_missed
 from .._decorators import _begin_llm, _LlmCall
 from .._errors import internal_error
 
@@ -124,6 +126,8 @@ def make_wrapper(path: str, patch: Any) -> _Wrapper:
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         session = current.get()
         if session is None or in_llm_call.get() or not patch.active:
+            if session is None and _registry._open and _operation(instance, args, kwargs) is not None:
+                note_missed(patch, session)
             return wrapped(*args, **kwargs)
         found = _operation(instance, args, kwargs)
         if found is None:
