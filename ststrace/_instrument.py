@@ -178,8 +178,10 @@ def instrument(*names: str) -> list[str]:
 
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
     ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
-    an OpenAI Agents SDK run ends; its model calls are openai's), and the agent
-    frameworks ``"smolagents"`` and ``"llama_index"`` (see :mod:`ststrace.integrations`).
+    an OpenAI Agents SDK run ends; its model calls are openai's), ``"groq"``,
+    ``"cerebras"``, ``"together"``, ``"mistralai"``, ``"cohere"``, ``"ollama"``,
+    ``"bedrock"`` (or ``"boto3"``, ``"botocore"``), and the agent frameworks
+    ``"smolagents"`` and ``"llama_index"`` (see :mod:`ststrace.integrations`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
