@@ -229,3 +229,27 @@ def test_cerebras_is_recorded_by_the_same_code(fake_api: FakeAPI, tmp_path: Path
     assert fake_api.requests[0].path == "/v1/chat/completions"
     assert json.loads(fake_api.requests[0].raw)["model"] == MODEL
     assert recorded(path) == expected_loop(fake_api)
+
+
+def test_stream_usage_from_x_groq() -> None:
+    """Groq's final stream chunk carries the usage in ``x_groq.usage`` (without
+    ``stream_options``): the streamed reply's usage comes from there."""
+    from groq.types.chat import ChatCompletionChunk
+
+    from ststrace._adapters import accumulate
+
+    base = {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 1, "model": MODEL}
+    chunks = [
+        ChatCompletionChunk(**base, choices=[{"index": 0, "delta": {"role": "assistant", "content": "Hi"}}]),
+        ChatCompletionChunk(
+            **base,
+            choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}],
+            x_groq={"id": "req_1", "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}},
+        ),
+    ]
+    assert accumulate(chunks, usage=True) == {
+        "role": "assistant",
+        "content": "Hi",
+        "model": MODEL,
+        "usage": {"input": 12, "output": 3, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 15},
+    }

@@ -240,8 +240,12 @@ class UsageAccumulator:
         self._anthropic: dict[str, Any] | None = None
 
     def add_chat(self, chunk: Any) -> None:
-        """A Chat Completions chunk; only the one that carries ``usage`` matters."""
+        """A Chat Completions chunk; only the one that carries ``usage`` matters
+        (Groq's last chunk also has it in ``x_groq.usage``)."""
         raw = _usage_field(chunk)
+        if raw is None:
+            extra = get(chunk, "x_groq")
+            raw = get(extra, "usage") if extra is not None else None
         if raw is not None:
             self._raw = raw
 
