@@ -15,6 +15,11 @@ CORE   := $(VENV)/.ststrace-core
 OAI2   := .venv-openai2
 OAI2_STAMP := $(OAI2)/.ststrace-installed
 OAI2_TESTS := tests/frameworks/test_crewai.py tests/frameworks/test_llamaindex.py
+# together 3.x pins rich and filelock below the main environment's: its test
+# runs in .venv-together (the test-together extra), skipped in the main run.
+TOGETHER := .venv-together
+TOGETHER_STAMP := $(TOGETHER)/.ststrace-installed
+TOGETHER_TESTS := tests/test_integration_together.py
 
 .PHONY: demo test bench typecheck clean
 
@@ -38,8 +43,14 @@ $(OAI2_STAMP): pyproject.toml
 	$(OAI2)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-openai2]'
 	touch $(OAI2_STAMP)
 
-test: $(STAMP) $(OAI2_STAMP)
+$(TOGETHER_STAMP): pyproject.toml
+	test -x $(TOGETHER)/bin/python || $(PYTHON) -m venv $(TOGETHER)
+	$(TOGETHER)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-together]'
+	touch $(TOGETHER_STAMP)
+
+test: $(STAMP) $(OAI2_STAMP) $(TOGETHER_STAMP)
 	$(OAI2)/bin/python -m pytest -q -p no:cacheprovider $(OAI2_TESTS)
+	$(TOGETHER)/bin/python -m pytest -q -p no:cacheprovider $(TOGETHER_TESTS)
 	$(BIN)/python -m pytest -q
 
 typecheck: $(STAMP)
@@ -49,4 +60,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(TOGETHER) .venv-crewai traces .pytest_cache .mypy_cache
