@@ -93,16 +93,14 @@ class _Patch:
     """One patched attribute. ``active`` is read by the wrapper on every call, so
     a patch another library has wrapped on top of can still be switched off."""
 
-    __slots__ = ("owner", "attr", "original", "wrapper", "active", "inherited", "key", "missed")
+    __slots__ = ("owner", "attr", "original", "wrapper", "active", "inherited", "missed")
 
-    def __init__(self, owner: Any, attr: str, original: Any, inherited: bool = False, key: str = "") -> None:
+    def __init__(self, owner: Any, attr: str, original: Any, inherited: bool = False) -> None:
         self.owner = owner
         self.attr = attr
         self.original = original
         self.wrapper: Any = None
         self.active = True
-        #: The ``instrument()`` name this patch belongs to.
-        self.key = key
         #: Why a call through this patch went unrecorded while a session was
         #: open (see :mod:`ststrace._unrecorded`), until reported.
         self.missed: str | None = None
@@ -282,7 +280,7 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             ) from exc
         if not callable(original):
             raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
-        patches.append(_Patch(owner, attr, original, inherited, key))
+        patches.append(_Patch(owner, attr, original, inherited))
         # A target may name its own wrapper factory (a runner, not a model call).
         factory = custom[0] if custom else None
         factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
