@@ -20,10 +20,11 @@ OAI2_TESTS := tests/frameworks/test_crewai.py tests/frameworks/test_llamaindex.p
 GOOGLE := .venv-google
 GOOGLE_STAMP := $(GOOGLE)/.ststrace-installed
 GOOGLE_TESTS := tests/test_integration_google_genai.py tests/frameworks/test_google_adk.py tests/frameworks/test_langchain_google_genai.py
-# ... and google-genai 3 (the latest major) in .venv-genai3 (the test-genai3 extra).
-GENAI3 := .venv-genai3
-GENAI3_STAMP := $(GENAI3)/.ststrace-installed
-GENAI3_TESTS := tests/test_integration_google_genai.py
+# google-genai 3 (the latest major) and together 3.x (its rich and filelock
+# pins are below the main environment's) in .venv-side (the test-side extra).
+SIDE := .venv-side
+SIDE_STAMP := $(SIDE)/.ststrace-installed
+SIDE_TESTS := tests/test_integration_google_genai.py tests/test_integration_together.py
 
 .PHONY: demo test bench typecheck clean
 
@@ -52,15 +53,15 @@ $(GOOGLE_STAMP): pyproject.toml
 	$(GOOGLE)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-google]'
 	touch $(GOOGLE_STAMP)
 
-$(GENAI3_STAMP): pyproject.toml
-	test -x $(GENAI3)/bin/python || $(PYTHON) -m venv $(GENAI3)
-	$(GENAI3)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-genai3]'
-	touch $(GENAI3_STAMP)
+$(SIDE_STAMP): pyproject.toml
+	test -x $(SIDE)/bin/python || $(PYTHON) -m venv $(SIDE)
+	$(SIDE)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-side]'
+	touch $(SIDE_STAMP)
 
-test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(GENAI3_STAMP)
+test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP)
 	$(OAI2)/bin/python -m pytest -q -p no:cacheprovider $(OAI2_TESTS)
 	$(GOOGLE)/bin/python -m pytest -q -p no:cacheprovider $(GOOGLE_TESTS)
-	$(GENAI3)/bin/python -m pytest -q -p no:cacheprovider $(GENAI3_TESTS)
+	$(SIDE)/bin/python -m pytest -q -p no:cacheprovider $(SIDE_TESTS)
 	$(BIN)/python -m pytest -q
 
 typecheck: $(STAMP)
@@ -70,4 +71,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(GENAI3) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) .venv-crewai traces .pytest_cache .mypy_cache

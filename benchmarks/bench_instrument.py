@@ -12,6 +12,9 @@ text and two tool calls). Per call it times, with ``time.perf_counter_ns``:
   written per call), non-streamed and streamed (``stream=True``, consumed);
 - outside any session: uninstrumented vs instrumented (the patch only checks
   for a session and calls through);
+- other providers, inside a ``Session``, when installed: an Amazon Bedrock
+  round trip through boto3 (``converse`` and ``converse_stream``, the AWS
+  event-stream framing decoded by botocore), instrumented as ``"bedrock"``;
 - frameworks, inside a ``Session``, when installed: a LangChain ``ChatOpenAI``
   ``bind_tools(...).invoke`` (which goes through ``with_raw_response``, recorded
   from the body bytes) and a whole OpenAI Agents SDK ``Runner.run_sync`` (two
@@ -135,6 +138,42 @@ def _report(name: str, plain: Timings, traced: Timings) -> float:
         f" {added_cpu:>+10.1f} {cpu_ratio * 100:>+9.2f}%  {verdict}"
     )
     return cpu_ratio
+
+
+def _provider_calls(api: FakeAPI) -> dict[str, tuple[Callable[[], Any], tuple[str, ...], int]]:
+    """Like :func:`_framework_calls`, for the other client libraries that are installed."""
+    calls: dict[str, tuple[Callable[[], Any], tuple[str, ...], int]] = {}
+    os.environ.setdefault("AWS_EC2_METADATA_DISABLED", "true")
+    try:
+        import boto3
+    except ImportError:
+        print("(boto3 not installed: Bedrock rows skipped)")
+        return calls
+    bedrock = boto3.client(
+        "bedrock-runtime",
+        endpoint_url=api.bedrock_base_url,
+        region_name="us-east-1",
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",
+    )
+    converse: dict[str, Any] = {
+        "modelId": "anthropic.claude-bench-v1:0",
+        "system": [{"text": MESSAGES[0]["content"]}],
+        "messages": [{"role": "user", "content": [{"text": MESSAGES[1]["content"]}]}],
+        "toolConfig": {
+            "tools": [
+                {"toolSpec": {"name": t["function"]["name"], "inputSchema": {"json": t["function"]["parameters"]}}}
+                for t in TOOLS
+            ]
+        },
+    }
+    calls["Bedrock converse"] = (lambda: bedrock.converse(**converse), ("bedrock",), 2)
+    calls["Bedrock converse_stream"] = (
+        lambda: list(bedrock.converse_stream(**converse)["stream"]),
+        ("bedrock",),
+        2,
+    )
+    return calls
 
 
 def _framework_calls(api: FakeAPI, stack: ExitStack) -> dict[str, tuple[Callable[[], Any], tuple[str, ...], int]]:
@@ -263,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             pair = _time_pair(create_streamed, args.iterations // 2, args.warmup, args.block)
             ratios.append(_report("in session, stream=True", *pair))
-            for name, (call, names, share) in _framework_calls(api, stack).items():
+            for name, (call, names, share) in {**_provider_calls(api), **_framework_calls(api, stack)}.items():
                 gc.collect()
                 pair = _time_pair(call, max(args.block, args.iterations // share), args.warmup // share, args.block, names)
                 ratios.append(_report(name, *pair))

@@ -687,6 +687,21 @@ class _LlmCall:
         except Exception as exc:
             internal_error(exc, "@llm")
 
+    def record_stream(self, stream: Any) -> Any:
+        """A proxy of *stream* (anything iterable) that records the reply when it ends.
+
+        For callers that know *stream* is one although :func:`is_stream` cannot
+        tell (botocore's ``EventStream`` is only iterable); raises what
+        wrapping raises, so call it inside a guard."""
+        from . import _adapters
+
+        wrapped = _adapters.wrap_stream(stream, self.record, usage=self.session._keep_usage)
+        state = getattr(wrapped, "_self_state", None)
+        if state is not None:
+            # Finished by the session's end if the caller never finishes it.
+            self.session._track_stream(state)
+        return wrapped
+
     def record_result(self, result: Any) -> Any:
         """Record a finished result, or wrap a stream so it records when it ends."""
         try:
@@ -694,12 +709,7 @@ class _LlmCall:
 
             # Token usage on the recorded reply, unless Session(usage=False).
             if _adapters.is_stream(result):
-                wrapped = _adapters.wrap_stream(result, self.record, usage=self.session._keep_usage)
-                state = getattr(wrapped, "_self_state", None)
-                if state is not None:
-                    # Finished by the session's end if the caller never finishes it.
-                    self.session._track_stream(state)
-                return wrapped
+                return self.record_stream(result)
             if inspect.isawaitable(result):
                 # A plain function handing back the async client's coroutine:
                 # the reply is known once the caller awaits it.

@@ -28,6 +28,7 @@ from typing import Any
 
 import wrapt
 
+from . import _unrecorded as _empty_sessions
 from ._context import current, in_llm_call
 from ._decorators import _ASYNC, _begin_llm, _kind, _LlmCall
 from ._errors import InstrumentationError, internal_error, logger
@@ -43,6 +44,13 @@ INTEGRATIONS = {
     "llama_index": "ststrace.integrations.llama_index",
     "google_genai": "ststrace.integrations.google_genai",
     "google_adk": "ststrace.integrations.google_adk",
+    "groq": "ststrace.integrations.groq",
+    "together": "ststrace.integrations.together",
+    "cerebras": "ststrace.integrations.cerebras",
+    "ollama": "ststrace.integrations.ollama",
+    "mistralai": "ststrace.integrations.mistralai",
+    "cohere": "ststrace.integrations.cohere",
+    "bedrock": "ststrace.integrations.bedrock",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -57,6 +65,12 @@ _ALIASES = {
     "gemini": "google_genai",
     "google-adk": "google_adk",
     "adk": "google_adk",
+    "cerebras-cloud-sdk": "cerebras",
+    "cerebras_cloud_sdk": "cerebras",
+    "mistral": "mistralai",
+    "bedrock-runtime": "bedrock",
+    "boto3": "bedrock",
+    "botocore": "bedrock",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -68,6 +82,13 @@ _EXTRAS = {
     "llama_index": "llamaindex",
     "google_genai": "google-genai",
     "google_adk": "google-adk",
+    "groq": "groq",
+    "together": "together",
+    "cerebras": "cerebras",
+    "ollama": "ollama",
+    "mistralai": "mistralai",
+    "cohere": "cohere",
+    "bedrock": "bedrock",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -81,7 +102,7 @@ class _Patch:
     """One patched attribute. ``active`` is read by the wrapper on every call, so
     a patch another library has wrapped on top of can still be switched off."""
 
-    __slots__ = ("owner", "attr", "original", "wrapper", "active", "inherited")
+    __slots__ = ("owner", "attr", "original", "wrapper", "active", "inherited", "missed")
 
     def __init__(self, owner: Any, attr: str, original: Any, inherited: bool = False) -> None:
         self.owner = owner
@@ -89,6 +110,9 @@ class _Patch:
         self.original = original
         self.wrapper: Any = None
         self.active = True
+        #: Why a call through this patch went unrecorded while a session was
+        #: open (see :mod:`ststrace._unrecorded`), until reported.
+        self.missed: str | None = None
         #: The class only inherited the method: undoing deletes our attribute
         #: rather than pinning the base class's method onto the subclass.
         self.inherited = inherited
@@ -100,6 +124,8 @@ _patched: dict[str, list[_Patch]] = {}
 #: Libraries waiting for their import (lazy patching).
 _wanted: set[str] = set()
 _hooked: set[str] = set()
+#: Set by the first instrument() call, whatever it patched.
+_ever_called = False
 
 
 def _canonical(name: str) -> str:
@@ -159,10 +185,12 @@ def instrument(*names: str) -> list[str]:
 
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
     ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
-    an OpenAI Agents SDK run ends; its model calls are openai's), and the agent
-    frameworks ``"smolagents"`` and ``"llama_index"``, ``"google_genai"`` (or
-    ``"gemini"``: the Gemini API and Vertex AI) and ``"google_adk"`` (or ``"adk"``:
-    how Google ADK runs agents; its Gemini calls are google_genai's) (see
+    an OpenAI Agents SDK run ends; its model calls are openai's), ``"groq"``,
+    ``"cerebras"``, ``"together"``, ``"mistralai"``, ``"cohere"``, ``"ollama"``,
+    ``"bedrock"`` (or ``"boto3"``, ``"botocore"``), ``"google_genai"`` (or
+    ``"gemini"``: the Gemini API and Vertex AI), ``"google_adk"`` (or ``"adk"``:
+    how Google ADK runs agents; its Gemini calls are google_genai's), and the
+    agent frameworks ``"smolagents"`` and ``"llama_index"`` (see
     :mod:`ststrace.integrations`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
@@ -171,6 +199,8 @@ def instrument(*names: str) -> list[str]:
     the rest are skipped silently. Idempotent. Returns the names instrumented
     or waiting for their import.
     """
+    global _ever_called
+    _ever_called = True
     explicit = bool(names)
     keys = [_canonical(n) for n in names] if explicit else list(INTEGRATIONS)
     specs = {key: importlib.import_module(INTEGRATIONS[key]) for key in keys}
@@ -274,11 +304,12 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         elif make is not None:
             wrapper = make(target[1], patch)
         else:
-            wrapper = _llm_patch(patch)
+            wrapper = _llm_patch(patch, getattr(spec, "call_arguments", None))
         patch.wrapper = wrapt.FunctionWrapper(patch.original, wrapper)
         setattr(patch.owner, patch.attr, patch.wrapper)
     _patched[key] = patches
     _wanted.discard(key)
+    _NOT_CALL_SITES.add(spec.LIBRARY.split(".", 1)[0])
 
 
 def uninstrument(*names: str) -> None:
@@ -348,8 +379,9 @@ def _settle(call: _LlmCall, result: Any, patch: _Patch) -> Any:
 #: (method, call site) pairs already warned about: each is logged once.
 _warned: set[tuple[str, str]] = set()
 _MAX_WARNED = 4096
-#: Frames of these packages are not the user's call site.
-_NOT_CALL_SITES = ("ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2", "contextlib", "functools", "asyncio")
+#: Frames of these packages are not the user's call site (each patched
+#: library's own package is added when it is patched).
+_NOT_CALL_SITES = {"ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2", "contextlib", "functools", "asyncio"}
 
 
 def _method_name(patch: _Patch) -> str:
@@ -400,17 +432,36 @@ def _is_async(original: Any) -> bool:
         return False
 
 
-def _llm_patch(patch: _Patch) -> _Wrapper:
+_Arguments = Callable[[tuple[Any, ...], dict[str, Any]], dict[str, Any]]
+
+
+def _llm_patch(patch: _Patch, call_arguments: _Arguments | None = None) -> _Wrapper:
     """The wrapper of one client method: like ``@llm``, but it steps aside inside
-    a call that already records (an ``@llm`` function or another patch)."""
+    a call that already records (an ``@llm`` function or another patch).
+
+    *call_arguments*, from an integration whose methods take the model or the
+    conversation positionally, names them (``(args, kwargs) -> kwargs``) for
+    the input reader; the method itself gets the caller's arguments untouched."""
+
+    def begin(session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _LlmCall | None:
+        if call_arguments is None:
+            return _begin_llm(session, None, True, args, kwargs)
+        try:
+            named = call_arguments(args, kwargs)
+        except Exception as exc:
+            internal_error(exc, "instrumented call arguments")
+            return _begin_llm(session, None, True, args, kwargs)
+        return _begin_llm(session, None, True, (), named)
+
     if _is_async(patch.original):
 
         def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
             session = current.get()
             if session is None or in_llm_call.get() or not patch.active:
+                note_missed(patch, session)
                 return wrapped(*args, **kwargs)
             coro = wrapped(*args, **kwargs)  # wrong arguments raise here, before anything is recorded
-            call = _begin_llm(session, None, True, args, kwargs)
+            call = begin(session, args, kwargs)
             if call is None:
                 return coro
             return _run_async(coro, call, patch)
@@ -420,8 +471,9 @@ def _llm_patch(patch: _Patch) -> _Wrapper:
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         session = current.get()
         if session is None or in_llm_call.get() or not patch.active:
+            note_missed(patch, session)
             return wrapped(*args, **kwargs)
-        call = _begin_llm(session, None, True, args, kwargs)
+        call = begin(session, args, kwargs)
         if call is None:
             return wrapped(*args, **kwargs)
         token = in_llm_call.set(True)
@@ -469,6 +521,7 @@ def _request_patch(patch: _Patch) -> _Wrapper:
             body = _model_request_body(args, kwargs)
             coro = wrapped(*args, **kwargs)
             if body is None:
+                patch.missed = OUTSIDE_METHODS
                 return coro
             call = _begin_llm(session, None, True, (), body)
             if call is None:
@@ -482,7 +535,12 @@ def _request_patch(patch: _Patch) -> _Wrapper:
         if session is None or in_llm_call.get() or not patch.active:
             return wrapped(*args, **kwargs)
         body = _model_request_body(args, kwargs)
-        call = None if body is None else _begin_llm(session, None, True, (), body)
+        if body is None:
+            # A request in a session that no patched method made: not a model
+            # call this SDK version makes through the methods we know.
+            patch.missed = OUTSIDE_METHODS
+            return wrapped(*args, **kwargs)
+        call = _begin_llm(session, None, True, (), body)
         if call is None:
             return wrapped(*args, **kwargs)
         token = in_llm_call.set(True)
@@ -507,6 +565,25 @@ async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:
     finally:
         in_llm_call.reset(token)
     return _settle(call, result, patch)
+
+
+note_missed = _empty_sessions.note_missed
+OUTSIDE_METHODS = _empty_sessions.OUTSIDE_METHODS
+
+
+def _report() -> tuple[bool, frozenset[str], frozenset[str], dict[str, str]]:
+    with _lock:
+        missed: dict[str, str] = {}
+        for key, patches in _patched.items():
+            for patch in patches:
+                if patch.missed is not None:
+                    missed.setdefault(key, patch.missed)
+                    patch.missed = None
+        called = bool(_patched or _wanted or _hooked or _ever_called)
+        return called, frozenset(INTEGRATIONS), frozenset(_patched), missed
+
+
+_empty_sessions.report = _report
 
 
 def _after_fork_in_child() -> None:

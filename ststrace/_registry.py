@@ -20,8 +20,10 @@ __all__ = [
     "AfterClose",
     "after_close",
     "close_all",
+    "ended_empty",
     "is_open_here",
     "on_after_close",
+    "on_ended_empty",
     "register",
     "unregister",
 ]
@@ -44,6 +46,8 @@ _open: set[Any] = set()
 _lock = threading.RLock()  # reentrant: a signal handler may open a session while it is held
 _exit_hook_installed = False
 _after_close: list[AfterClose] = []
+#: Called as ``hook(session_id)`` when a session closes without a message.
+_ended_empty: list[Callable[[str], None]] = []
 
 
 def register(session: _Closable) -> None:
@@ -95,6 +99,20 @@ def after_close(path: Path, sync_to: str) -> None:
             hook(path, sync_to)
         except Exception as exc:
             internal_error(exc, "sync_to")
+
+
+def on_ended_empty(hook: Callable[[str], None]) -> None:
+    """Register *hook* to run when a session closes having recorded no message."""
+    if hook not in _ended_empty:
+        _ended_empty.append(hook)
+
+
+def ended_empty(session_id: str) -> None:
+    for hook in list(_ended_empty):
+        try:
+            hook(session_id)
+        except Exception as exc:
+            internal_error(exc, "empty session check")
 
 
 def _after_fork_in_child() -> None:

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _files, _records, _registry, _signals, _subagents
+from . import _context, _files, _records, _registry, _signals, _subagents, _unrecorded
 from ._encode import content_text, dumps
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
@@ -28,6 +28,9 @@ from ._redact import Redactor
 from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_resume
 
 _time_ns = time.time_ns
+
+# A session that ends without a message names the model client it may have missed.
+_registry.on_ended_empty(_unrecorded.warn)
 
 #: Tool calls still waiting for a result; oldest dropped past this many so a
 #: run of millions of unanswered calls cannot grow memory without bound.
@@ -485,6 +488,8 @@ class Session:
             return err  # deferred (called from a signal handler): close_all finishes it
         self._close_done = True
         _registry.unregister(self)
+        if not writer.records and not self._dropped:
+            _registry.ended_empty(self.id)
         if err is None and self.sync_to:
             _registry.after_close(self._trace_path, self.sync_to)
         return err

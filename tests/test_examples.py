@@ -38,3 +38,32 @@ def test_quickstart_writes_validates_and_renders_a_trace(tmp_path: Path) -> None
     assert [m["toolCallId"] for m in trace.messages[3:5]] == call_ids
     assert trace.messages[2]["reasoningContent"]
     assert "ststrace internal error" not in proc.stderr
+
+
+def test_bedrock_agent_runs_offline_and_records_the_loop(tmp_path: Path) -> None:
+    """examples/bedrock_agent.py without AWS credentials: boto3 against the fake
+    Bedrock Runtime, the undecorated tools' results paired by ``toolUseId``."""
+    import pytest
+
+    pytest.importorskip("boto3")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env["STSTRACE_DIR"] = str(tmp_path / "traces")
+    env["AWS_CONFIG_FILE"] = env["AWS_SHARED_CREDENTIALS_FILE"] = str(tmp_path / "none")
+    env["PYTHONPATH"] = str(ROOT)  # this checkout's ststrace, whatever the venv has installed
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "bedrock_agent.py")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "Here is what I found: Sunny, 21 C; 15:00" in proc.stdout
+    [path] = (tmp_path / "traces").glob("*.jsonl")
+    trace = ststrace.read(path)
+    assert [m["role"] for m in trace.messages] == ["system", "user", "assistant", "tool", "tool", "assistant"]
+    assert [c["id"] for c in trace.messages[2]["toolCalls"]] == ["tooluse_weather01", "tooluse_time02"]
+    assert [m["toolCallId"] for m in trace.messages[3:5]] == ["tooluse_weather01", "tooluse_time02"]
+    assert [m["content"] for m in trace.messages[3:5]] == ["Sunny, 21 C", "15:00"]
+    assert "ststrace internal error" not in proc.stderr and "WARNING" not in proc.stderr

@@ -261,6 +261,11 @@ def part_text(part: Any) -> str | None:
         return refusal if isinstance(refusal, str) else None
     if kind in _SKIPPED_PARTS:
         return None
+    if kind == "document":
+        # Cohere sends tool results as documents: {"document": {"data": "..."}}.
+        data = get(get(part, "document"), "data")
+        if isinstance(data, str):
+            return data
     placeholder = _PLACEHOLDERS.get(kind) if isinstance(kind, str) else None
     if placeholder is not None:
         return placeholder

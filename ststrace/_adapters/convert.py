@@ -7,6 +7,11 @@ from typing import Any
 from . import gemini
 from ._common import Message, get, internal_error
 from .messages import message_from_message_like
+from .bedrock import is_converse_response, message_from_converse
+from .cohere import is_chat_response as is_cohere_response
+from .cohere import message_from_chat_response as message_from_cohere
+from .ollama import is_chat_response as is_ollama_response
+from .ollama import message_from_chat_response as message_from_ollama
 from .openai_chat import message_from_completion
 from .openai_responses import message_from_response
 from .usage import attach as attach_usage
@@ -31,6 +36,12 @@ def convert(obj: Any) -> Message | None:
         return message_from_message_like(obj)
     if gemini.is_response(obj):
         return gemini.message_from_response(obj)
+    if role is None and is_ollama_response(obj):
+        return message_from_ollama(obj)
+    if role is None and is_cohere_response(obj):
+        return message_from_cohere(obj)
+    if role is None and is_converse_response(obj):
+        return message_from_converse(obj)
     return None
 
 
@@ -38,7 +49,8 @@ def response_to_message(obj: object, *, usage: bool = False) -> Message | None:
     """The STS assistant message for a model reply, or ``None`` if not understood.
 
     Understands OpenAI ``ChatCompletion`` (and LiteLLM / HF shapes), OpenAI
-    Responses ``Response``, Anthropic ``Message``, Gemini ``GenerateContentResponse``, assistant-message objects and
+    Responses ``Response``, Anthropic ``Message``, Gemini ``GenerateContentResponse``,
+    Ollama ``ChatResponse``, Cohere ``V2ChatResponse``, Bedrock Converse replies, assistant-message objects and
     dicts (OpenAI or STS shape) and plain strings, as objects or plain dicts.
     With ``usage=True`` the reply's token usage is added as ``usage`` (see
     :mod:`.usage`). Never raises: an internal failure is logged and gives ``None``.

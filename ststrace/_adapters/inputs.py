@@ -85,7 +85,8 @@ def _message(item: Any) -> list[Message]:
     role = get(item, "role")
     if role in ("tool", "function"):
         call_id = get(item, "tool_call_id") or get(item, "toolCallId")
-        return [_tool_message(call_id, get(item, "content"), get(item, "name"))]
+        # Ollama's results carry no call id, only ``tool_name``.
+        return [_tool_message(call_id, get(item, "content"), get(item, "name") or get(item, "tool_name"))]
     role = _ROLES.get(role) if isinstance(role, str) else None
     if role == "assistant":
         return [_assistant(item)]

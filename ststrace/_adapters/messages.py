@@ -90,7 +90,8 @@ def message_from_message_like(obj: Any, model: Any = None) -> Message:
 
     reasoning = block_reasoning
     if not reasoning:
-        for key in ("reasoningContent", "reasoning_content", "reasoning", "thinking_blocks"):
+        # ``thinking``: Ollama's message field.
+        for key in ("reasoningContent", "reasoning_content", "reasoning", "thinking_blocks", "thinking"):
             reasoning = reasoning_text(get(obj, key))
             if reasoning:
                 break

@@ -8,7 +8,7 @@ from typing import Any
 from ststrace._encode import json_text
 
 from ._common import Message, assistant_message, get, new_call_id, parts_text
-from .messages import message_from_message_like
+from .messages import from_blocks, message_from_message_like
 
 
 def _first_choice(choices: Any) -> Any:
@@ -87,6 +87,12 @@ class ChatAccumulator:
         content = get(delta, "content")
         if isinstance(content, str):
             self._content.append(content)
+        elif isinstance(content, (list, tuple)):
+            # Content chunks (Mistral): text, and reasoning as ``thinking`` chunks.
+            text, thought, _ = from_blocks(content)
+            self._content.append(text)
+            if thought:
+                self._reasoning.append(thought)
         elif content is not None:
             self._content.append(parts_text(content, ""))
         # Some servers send the same text as both fields; take one per delta.

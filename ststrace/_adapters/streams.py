@@ -21,9 +21,15 @@ from ststrace._context import in_llm_call
 from ._common import Message, assistant_message, get, internal_error
 from .anthropic import EVENT_TYPES as _ANTHROPIC_EVENTS
 from .anthropic import AnthropicAccumulator
+from .bedrock import ConverseAccumulator, invoke_stream_event
+from .bedrock import is_stream_event as is_converse_event
+from .cohere import EVENT_TYPES as _COHERE_EVENTS
+from .cohere import CohereAccumulator
 from .convert import convert
 from .gemini import GeminiAccumulator
 from .gemini import is_response as _is_gemini
+from .ollama import OllamaAccumulator
+from .ollama import is_chat_response as is_ollama_chunk
 from .openai_chat import ChatAccumulator
 from .openai_responses import ResponsesAccumulator
 from .usage import UsageAccumulator, usage_from_response
@@ -39,6 +45,9 @@ class Accumulator:
         self.responses = ResponsesAccumulator()
         self.anthropic = AnthropicAccumulator()
         self.gemini = GeminiAccumulator()
+        self.ollama = OllamaAccumulator()
+        self.cohere = CohereAccumulator()
+        self.converse = ConverseAccumulator()
         self.usage = UsageAccumulator()  # token counts, from the chunks that carry them
         self._text: list[str] = []
 
@@ -59,6 +68,9 @@ class Accumulator:
             elif kind in _ANTHROPIC_EVENTS:
                 self.anthropic.add_event(kind, chunk)
                 self.usage.add_event(kind, chunk)
+            elif kind in _COHERE_EVENTS:
+                self.cohere.add_event(kind, chunk)
+                self.usage.add_event(kind, chunk)
             # Other typed events (anthropic "text", openai "content.delta", ...)
             # repeat what the raw events carry.
             return
@@ -69,6 +81,25 @@ class Accumulator:
         elif _is_gemini(chunk):
             self.gemini.add(chunk)
             self.usage.add_gemini(chunk)
+        elif is_ollama_chunk(chunk):
+            self.ollama.add(chunk)
+            self.usage.add_counts(chunk)
+        elif is_converse_event(chunk):
+            self.converse.add_event(chunk)
+            if "metadata" in chunk:
+                self.usage.add_chat(chunk["metadata"])
+        else:
+            # mistralai's stream events carry the chunk in ``data``.
+            data = get(chunk, "data")
+            choices = get(data, "choices") if data is not None else None
+            if choices is not None:
+                self.chat.add_choices(data, choices)
+                self.usage.add_chat(data)
+                return
+            # Bedrock's invoke_model_with_response_stream: the model's own event in ``bytes``.
+            inner = invoke_stream_event(chunk)
+            if inner is not None:
+                self.add(inner)
 
     def result(self, usage: bool = False) -> Message:
         message = self._message()
@@ -79,10 +110,10 @@ class Accumulator:
         return message
 
     def _message(self) -> Message:
-        for acc in (self.anthropic, self.responses, self.chat, self.gemini):
+        for acc in (self.anthropic, self.responses, self.chat, self.gemini, self.ollama, self.cohere, self.converse):
             if acc.seen_anything:
                 return acc.result()
-        model = self.anthropic.model or self.responses.model or self.chat.model or self.gemini.model
+        model = self.anthropic.model or self.responses.model or self.chat.model or self.gemini.model or self.ollama.model
         return assistant_message("".join(self._text), model=model)
 
 

@@ -21,6 +21,13 @@ present only when the provider reports it. Providers count differently:
   ``prompt_token_count`` *includes* ``cached_content_token_count``;
   ``thoughts_token_count`` is counted *beside* ``candidates_token_count``, so
   output is their sum; a stream's chunks carry running totals, the last wins.
+* Cohere v2: ``usage.tokens`` (what the model read and wrote) and
+  ``usage.billed_units``; ``tokens`` is used when present. ``cached_tokens``
+  are part of the input.
+* Bedrock Converse: ``inputTokens`` *excludes* ``cacheReadInputTokens`` and
+  ``cacheWriteInputTokens`` (``totalTokens`` adds all four).
+* Ollama: no ``usage`` object; ``prompt_eval_count`` and ``eval_count`` on the
+  reply (on a stream's last chunk).
 
 Pure functions, no I/O; every reader goes through :func:`get`, so objects and
 their dict forms read alike. Nothing here raises for odd input: an unknown
@@ -178,6 +185,15 @@ def _from_gemini(raw: Any) -> Usage:
 
 
 _GEMINI_KEYS = ("prompt_token_count", "candidates_token_count", "promptTokenCount", "candidatesTokenCount")
+def _from_cohere(raw: Any) -> Usage | None:
+    counts = get(raw, "tokens")
+    if counts is None or (_count(counts, "input_tokens") is None and _count(counts, "output_tokens") is None):
+        counts = get(raw, "billed_units")
+    inputs, output = _count(counts, "input_tokens"), _count(counts, "output_tokens")
+    if inputs is None and output is None:
+        return None
+    cache_read = min(_count(raw, "cached_tokens") or 0, inputs or 0)
+    return _build((inputs or 0) - cache_read, output or 0, cache_read, 0, None)
 
 
 def usage_of(raw: Any) -> Usage | None:
@@ -197,6 +213,16 @@ def usage_of(raw: Any) -> Usage | None:
         return _from_anthropic(raw)
     if any(get(raw, key) is not None for key in _GEMINI_KEYS):
         return _from_gemini(raw)
+    if get(raw, "tokens") is not None or get(raw, "billed_units") is not None:
+        return _from_cohere(raw)
+    if get(raw, "inputTokens") is not None or get(raw, "outputTokens") is not None:
+        return _build(
+            _count(raw, "inputTokens") or 0,
+            _count(raw, "outputTokens") or 0,
+            _count(raw, "cacheReadInputTokens") or 0,
+            _count(raw, "cacheWriteInputTokens") or 0,
+            None,
+        )
     return _from_sts(raw)
 
 
@@ -212,18 +238,28 @@ def _usage_field(obj: Any) -> Any:
 def _gemini_usage_field(obj: Any) -> Any:
     # Apart from _usage_field, which runs for every chat stream chunk.
     return gemini.field(gemini.resolved(obj), "usage_metadata", "usageMetadata")
+def _from_counts(obj: Any) -> Usage | None:
+    """Ollama's ``prompt_eval_count`` / ``eval_count`` (no usage object)."""
+    prompt, output = _count(obj, "prompt_eval_count"), _count(obj, "eval_count")
+    if prompt is None and output is None:
+        return None
+    return _build(prompt or 0, output or 0, 0, 0, None)
 
 
 def usage_from_response(obj: Any) -> Usage | None:
     """The usage of a whole model reply (ChatCompletion, Response, Anthropic Message,
-    Gemini GenerateContentResponse, LiteLLM / HF outputs, or an STS-shaped dict
-    with ``usage``), or ``None``."""
+    Gemini GenerateContentResponse, Ollama ChatResponse, LiteLLM / HF outputs, or an
+    STS-shaped dict with ``usage``), or ``None``."""
     if obj is None or isinstance(obj, (str, bytes, int, float, bool)):
         return None
     if type(obj).__name__ == "GenerateContentResponse":
         return usage_of(_gemini_usage_field(obj))
     raw = _usage_field(obj)
-    return usage_of(raw if raw is not None else _gemini_usage_field(obj))
+    if raw is None:
+        raw = _gemini_usage_field(obj)
+        if raw is None:
+            return _from_counts(obj)
+    return usage_of(raw)
 
 
 def attach(message: dict[str, Any] | None, obj: Any) -> dict[str, Any] | None:
@@ -251,8 +287,12 @@ class UsageAccumulator:
         self._anthropic: dict[str, Any] | None = None
 
     def add_chat(self, chunk: Any) -> None:
-        """A Chat Completions chunk; only the one that carries ``usage`` matters."""
+        """A Chat Completions chunk; only the one that carries ``usage`` matters
+        (Groq's last chunk also has it in ``x_groq.usage``)."""
         raw = _usage_field(chunk)
+        if raw is None:
+            extra = get(chunk, "x_groq")
+            raw = get(extra, "usage") if extra is not None else None
         if raw is not None:
             self._raw = raw
 
@@ -261,6 +301,11 @@ class UsageAccumulator:
         raw = _gemini_usage_field(chunk)
         if raw is not None:
             self._raw = raw
+    def add_counts(self, chunk: Any) -> None:
+        """An Ollama chunk; the last one carries the counts."""
+        found = _from_counts(chunk)
+        if found is not None:
+            self._raw = found  # already in the STS shape
 
     def add_event(self, kind: str, event: Any) -> None:
         """A typed stream event (Responses ``response.*`` or an Anthropic event)."""
@@ -268,6 +313,10 @@ class UsageAccumulator:
             self._merge_anthropic(get(get(event, "message"), "usage"))
         elif kind == "message_delta":
             self._merge_anthropic(get(event, "usage"))
+        elif kind == "message-end":  # Cohere
+            raw = get(get(event, "delta"), "usage")
+            if raw is not None:
+                self._raw = raw
         elif kind in ("response.completed", "response.incomplete", "response.failed"):
             raw = get(get(event, "response"), "usage")
             if raw is not None:

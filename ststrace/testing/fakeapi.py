@@ -15,6 +15,13 @@ thread and serves:
 * ``POST …/models/{model}:generateContent`` and ``…:streamGenerateContent?alt=sse``
   (the Gemini API and Vertex AI, as ``google-genai`` calls them; see
   :mod:`ststrace.testing._gemini`).
+* ``POST /api/chat`` (Ollama): JSON or NDJSON (:mod:`ststrace.testing._ollama`).
+* ``POST /v2/chat`` (Cohere v2): JSON or typed SSE events (:mod:`ststrace.testing._cohere`).
+* ``POST /model/{modelId}/converse``, ``/converse-stream`` (AWS event-stream
+  framing), ``/invoke`` and ``/invoke-with-response-stream`` with an Anthropic
+  body (Amazon Bedrock Runtime; :mod:`ststrace.testing._bedrock`).
+* Chat Completions in Groq's (``/openai/v1/…``) and Mistral's (``/mistral/v1/…``)
+  dialects (:mod:`ststrace.testing._groq`, :mod:`ststrace.testing._mistral`).
 
 Replies are scripted from the request, deterministically, so an agent loop
 terminates: once tool results follow the last user message the reply is a final
@@ -40,11 +47,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any, Literal
 
-from . import _gemini
-from ._wire import dumps as _dumps
-from ._wire import pieces as _pieces
-from ._wire import sse as _sse
-from ._wire import tokens as _tokens
+from ststrace.testing import _bedrock, _cohere, _gemini, _groq, _mistral, _ollama, _wire
+
+#: Protocols kept in modules of their own. Each has ``ENDPOINT``, ``matches(path)``,
+#: ``tools_offered(body)``, ``results(body, path, native)``, ``streamed(path, body)``,
+#: ``reply_json`` / ``reply_stream(api, body, reply, n, path, native)``,
+#: ``STREAM_CONTENT_TYPE``, ``error_body(status, message, n)`` and ``headers(n)``.
+#: ``native`` hands them the protocols defined here that they carry inside
+#: their own (Bedrock's ``invoke_model`` carries Anthropic Messages), so they
+#: need not import this module.
+_PROTOCOLS: tuple[Any, ...] = (_ollama, _cohere, _bedrock)
+_BY_ENDPOINT = {p.ENDPOINT: p for p in _PROTOCOLS}
+#: Providers that speak Chat Completions in a dialect of their own, each under
+#: a path prefix: ``PATH_PREFIX``, ``adapt(reply)`` and ``adapt_stream(chunks)``.
+_CHAT_DIALECTS: tuple[Any, ...] = (_groq, _mistral)
 
 __all__ = [
     "DEFAULT_TOOL_CALLS",
@@ -54,10 +70,9 @@ __all__ = [
     "ScriptedToolCall",
 ]
 
-Endpoint = Literal["chat", "responses", "messages", "gemini"]
+Endpoint = Literal["chat", "responses", "messages", "gemini", "ollama", "cohere", "bedrock"]
 
-#: Fixed ``created`` timestamp (2026-01-01T00:00:00Z) so replies are byte-for-byte reproducible.
-CREATED = 1767225600
+CREATED = _wire.CREATED
 
 
 @dataclass(frozen=True)
@@ -182,21 +197,11 @@ _ANTHROPIC_ERROR_TYPES = {
 }
 
 
-def _text_of(content: Any) -> str:
-    """Text of a message/tool-result ``content`` in any provider's shape."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts: list[str] = []
-        for part in content:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, dict) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-        return "".join(parts)
-    return _dumps(content)
+_dumps = _wire.dumps
+_pieces = _wire.pieces
+_sse = _wire.sse
+_text_of = _wire.text_of
+_tokens = _wire.tokens
 
 
 def _signature(thinking: str) -> str:
@@ -335,6 +340,26 @@ class FakeAPI:
     def hf_base_url(self) -> str:
         """For ``huggingface_hub.InferenceClient(base_url=…)``."""
         return f"{self.url}/v1"
+
+    @property
+    def mistral_base_url(self) -> str:
+        """For ``mistralai.client.Mistral(server_url=…)`` (Mistral's dialect of Chat Completions)."""
+        return f"{self.url}/mistral"
+
+    @property
+    def bedrock_base_url(self) -> str:
+        """For ``boto3.client("bedrock-runtime", endpoint_url=…)`` (any region, dummy credentials)."""
+        return self.url
+
+    @property
+    def cohere_base_url(self) -> str:
+        """For ``cohere.ClientV2(base_url=…)`` (the client adds ``/v2/chat``)."""
+        return self.url
+
+    @property
+    def ollama_base_url(self) -> str:
+        """For ``ollama.Client(host=…)`` (or ``OLLAMA_HOST``; the client adds ``/api/chat``)."""
+        return self.url
 
     # -- scripting ---------------------------------------------------------
 
@@ -915,6 +940,14 @@ def _anthropic_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) ->
     yield _sse({"type": "message_stop"}, "message_stop")
 
 
+#: What the protocol modules may reuse (see ``_PROTOCOLS``).
+_NATIVE: dict[str, Any] = {
+    "anthropic_results": _anthropic_results,
+    "anthropic_json": _anthropic_json,
+    "anthropic_sse": _anthropic_sse,
+}
+
+
 # ---------------------------------------------------------------------------
 # HTTP plumbing
 
@@ -935,6 +968,9 @@ def _endpoint(path: str) -> Endpoint | None:
     # Suffix matching accepts both `/v1/chat/completions` and `/chat/completions`
     # (clients whose base_url already ends in /v1 or not).
     path = path.split("?", 1)[0].rstrip("/")
+    for protocol in _PROTOCOLS:
+        if protocol.matches(path):
+            return protocol.ENDPOINT  # type: ignore[no-any-return]
     if path.endswith("/chat/completions"):
         return "chat"
     if path.endswith("/responses"):
@@ -949,6 +985,8 @@ def _endpoint(path: str) -> Endpoint | None:
 def _error_body(endpoint: Endpoint | None, status: int, message: str, error_type: str | None, n: int) -> Any:
     if endpoint == "gemini":
         return _gemini.error_body(status, message, error_type)
+    if endpoint in _BY_ENDPOINT:
+        return _BY_ENDPOINT[endpoint].error_body(status, message, n)
     if endpoint == "messages":
         kind = error_type or _ANTHROPIC_ERROR_TYPES.get(status, "api_error")
         return {"type": "error", "error": {"type": kind, "message": message}, "request_id": f"req_fake{n:04d}"}
@@ -1030,6 +1068,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_stream(events, n, endpoint, fake._pop_drop())
             else:
                 self._send_json(200, _gemini.json_reply(fake, self.path, body, reply, n), n, endpoint)
+        protocol = _BY_ENDPOINT.get(endpoint)
+        if protocol is not None:
+            reply = fake._plan(protocol.tools_offered(body), protocol.results(body, self.path, _NATIVE))
+            scripted = fake._pop_scripted()
+            reply = scripted if scripted is not None else reply
+            if protocol.streamed(self.path, body):
+                events = protocol.reply_stream(fake, body, reply, n, self.path, _NATIVE)
+                self._send_stream(events, n, endpoint, fake._pop_drop(), protocol.STREAM_CONTENT_TYPE)
+            else:
+                self._send_json(200, protocol.reply_json(fake, body, reply, n, self.path, _NATIVE), n, endpoint)
             return
         if endpoint == "chat":
             reply = fake._plan(_tools_offered(body), _chat_results(body), _parallel(body))
@@ -1044,14 +1092,24 @@ class _Handler(BaseHTTPRequestHandler):
         if scripted is not None:
             reply = scripted
 
+        dialect = None
+        if endpoint == "chat":
+            dialect = next((d for d in _CHAT_DIALECTS if self.path.startswith(d.PATH_PREFIX)), None)
         if body.get("stream") is True:
-            self._send_stream(sse_fn(fake, body, reply, n), n, endpoint, fake._pop_drop())
+            events = sse_fn(fake, body, reply, n)
+            if dialect is not None:
+                events = _wire.map_sse(events, dialect.adapt_stream)
+            self._send_stream(events, n, endpoint, fake._pop_drop())
         else:
-            self._send_json(200, json_fn(fake, body, reply, n), n, endpoint)
+            payload = json_fn(fake, body, reply, n)
+            self._send_json(200, payload if dialect is None else dialect.adapt(payload), n, endpoint)
 
     def _common_headers(self, n: int, endpoint: Endpoint | None) -> None:
         request_id = f"req_fake{n:04d}"
-        if endpoint == "messages":
+        if endpoint in _BY_ENDPOINT:
+            for name, value in _BY_ENDPOINT[endpoint].headers(n).items():
+                self.send_header(name, value)
+        elif endpoint == "messages":
             self.send_header("request-id", request_id)
         else:
             self.send_header("x-request-id", request_id)
@@ -1066,9 +1124,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _send_stream(self, events: Iterator[bytes], n: int, endpoint: Endpoint, drop: _Drop | None) -> None:
+    def _send_stream(
+        self,
+        events: Iterator[bytes],
+        n: int,
+        endpoint: Endpoint,
+        drop: _Drop | None,
+        content_type: str = "text/event-stream; charset=utf-8",
+    ) -> None:
         self.send_response(200)
-        self.send_header("content-type", "text/event-stream; charset=utf-8")
+        self.send_header("content-type", content_type)
         self.send_header("cache-control", "no-cache")
         self.send_header("transfer-encoding", "chunked")
         self._common_headers(n, endpoint)

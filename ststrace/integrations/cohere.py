@@ -1,0 +1,15 @@
+"""cohere: the v2 API's ``ClientV2.chat`` / ``chat_stream`` and their async twins
+(``ClientV2`` inherits them from ``V2Client``, as ``AsyncClientV2`` does from
+``AsyncV2Client``)."""
+
+from __future__ import annotations
+
+LIBRARY = "cohere"
+MIN_VERSION = (5, 13)
+
+TARGETS = [
+    ("cohere.v2.client", "V2Client.chat"),
+    ("cohere.v2.client", "V2Client.chat_stream"),
+    ("cohere.v2.client", "AsyncV2Client.chat"),
+    ("cohere.v2.client", "AsyncV2Client.chat_stream"),
+]
