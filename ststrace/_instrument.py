@@ -41,6 +41,7 @@ INTEGRATIONS = {
     "openai_agents": "ststrace.integrations.openai_agents",
     "smolagents": "ststrace.integrations.smolagents",
     "llama_index": "ststrace.integrations.llama_index",
+    "claude_agent_sdk": "ststrace.integrations.claude_agent_sdk",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -50,6 +51,7 @@ _ALIASES = {
     "agents": "openai_agents",
     "llama-index": "llama_index",
     "llamaindex": "llama_index",
+    "claude-agent-sdk": "claude_agent_sdk",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -59,6 +61,7 @@ _EXTRAS = {
     "openai_agents": "agents",
     "smolagents": "smolagents",
     "llama_index": "llamaindex",
+    "claude_agent_sdk": "claude-agent-sdk",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -151,7 +154,8 @@ def instrument(*names: str) -> list[str]:
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
     ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
     an OpenAI Agents SDK run ends; its model calls are openai's), and the agent
-    frameworks ``"smolagents"`` and ``"llama_index"`` (see :mod:`ststrace.integrations`).
+    frameworks ``"smolagents"``, ``"llama_index"`` and ``"claude_agent_sdk"`` (or
+    ``"claude-agent-sdk"``) (see :mod:`ststrace.integrations`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
