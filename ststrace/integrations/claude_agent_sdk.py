@@ -43,6 +43,7 @@ server are recorded from the stream; do not also decorate them with
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
@@ -108,6 +109,7 @@ class _Conversation:
         self.agent_calls: dict[str, Any] = {}  # Agent/Task call id -> its input
         self.tasks: dict[str, str] = {}  # task id -> the Agent/Task call id that started it
         self.system_done = False
+        self.noted = False  # the last turn ended with an error note
         #: The CLI's running totals at the last turn's end (its counts add up
         #: over a connection): input, output, cache read, cache write, cost.
         self.totals: list[float] = [0, 0, 0, 0, 0.0]
@@ -120,6 +122,7 @@ class _Conversation:
 
     def prompt(self, content: Any) -> None:
         """A user prompt sent to the CLI (a string, or a message's content)."""
+        self.noted = False
         messages: list[dict[str, Any]] = []
         if not self.system_done:
             self.system_done = True
@@ -306,6 +309,7 @@ class _Conversation:
                 self.flush(agent)
         if get(message, "is_error"):
             main.session._emit(_records.message("system", _describe_result(message)))
+            self.noted = True  # the SDK may raise ResultError next: said already
 
     def stopped(self, exc: BaseException | None) -> list[_Agent]:
         """The stream ended (normally, by *exc*, or the caller stopped reading):
@@ -323,7 +327,8 @@ class _Conversation:
                 for call_id in mine:
                     if agent.session._answer(call_id):
                         agent.session._emit(_records.tool_result(call_id, text))
-            self.session._emit(_records.message("system", f"The agent run failed: {text.removeprefix('Error: ')}"))
+            if not self.noted:
+                self.session._emit(_records.message("system", f"The agent run failed: {text.removeprefix('Error: ')}"))
         return children
 
 
@@ -468,7 +473,7 @@ async def _record(conv: _Conversation, message: Any) -> None:
         children = []
     for agent in children:
         try:
-            await _in_thread(lambda agent=agent: _open(agent))
+            await _in_thread(functools.partial(_open, agent))
             conv.begin_child(agent)
         except Exception as exc:
             internal_error(exc, "claude-agent-sdk child session open")
@@ -479,7 +484,7 @@ async def _record(conv: _Conversation, message: Any) -> None:
         return
     for agent in ended:
         try:
-            await _in_thread(lambda agent=agent: _close(agent))
+            await _in_thread(functools.partial(_close, agent))
         except Exception as exc:
             internal_error(exc, "claude-agent-sdk child session close")
 
