@@ -42,6 +42,7 @@ INTEGRATIONS = {
     "smolagents": "ststrace.integrations.smolagents",
     "llama_index": "ststrace.integrations.llama_index",
     "claude_agent_sdk": "ststrace.integrations.claude_agent_sdk",
+    "dspy": "ststrace.integrations.dspy",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -62,6 +63,7 @@ _EXTRAS = {
     "smolagents": "smolagents",
     "llama_index": "llamaindex",
     "claude_agent_sdk": "claude-agent-sdk",
+    "dspy": "dspy",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -154,8 +156,8 @@ def instrument(*names: str) -> list[str]:
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
     ``"litellm"``, ``"openai_agents"`` (or ``"openai-agents"``, ``"agents"``: how
     an OpenAI Agents SDK run ends; its model calls are openai's), and the agent
-    frameworks ``"smolagents"``, ``"llama_index"`` and ``"claude_agent_sdk"`` (or
-    ``"claude-agent-sdk"``) (see :mod:`ststrace.integrations`).
+    frameworks ``"smolagents"``, ``"llama_index"``, ``"claude_agent_sdk"`` (or
+    ``"claude-agent-sdk"``) and ``"dspy"`` (see :mod:`ststrace.integrations`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
