@@ -37,14 +37,16 @@ run does. A sub-agent's sub-agents link to the sub-agent.
 
 Like the OpenAI Agents SDK runner, this records into the current session; a
 run outside any session records nothing. Tools of an in-process SDK MCP
-server are recorded from the stream; do not also decorate them with
-``@tool``.
+server are recorded from the stream; one that is also an ``@ststrace.tool``
+answers the model's call itself (the CLI names the call it runs), so each
+call still has one result.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
+import weakref
 from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
@@ -52,7 +54,7 @@ from .. import _records
 from .._adapters._common import get, parts_text
 from .._adapters.messages import from_blocks
 from .._context import current
-from .._decorators import _error_text
+from .._decorators import _error_text, tool_call_id
 from .._encode import content_text
 from .._errors import internal_error
 from .._session import Session
@@ -68,6 +70,7 @@ TARGETS = [
     ("claude_agent_sdk.client", "ClaudeSDKClient.query"),
     ("claude_agent_sdk.client", "ClaudeSDKClient.receive_messages"),
     ("claude_agent_sdk.client", "ClaudeSDKClient.disconnect"),
+    ("claude_agent_sdk._internal.query", "Query._handle_sdk_mcp_request"),
 ]
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -77,6 +80,9 @@ AGENT_TOOLS = frozenset({"Agent", "Task"})
 
 _ATTR = "_ststrace_conversation"
 _numbers = itertools.count(1)
+
+#: The conversations being recorded (an SDK MCP tool call looks its call up in them).
+_live: weakref.WeakSet[_Conversation] = weakref.WeakSet()
 
 
 class _Agent:
@@ -108,6 +114,7 @@ class _Conversation:
         self.owner: dict[str, _Agent] = {}  # tool call id -> the agent that made it
         self.agent_calls: dict[str, Any] = {}  # Agent/Task call id -> its input
         self.tasks: dict[str, str] = {}  # task id -> the Agent/Task call id that started it
+        _live.add(self)
         self.system_done = False
         self.noted = False  # the last turn ended with an error note
         #: The CLI's running totals at the last turn's end (its counts add up
@@ -587,7 +594,58 @@ def _conversation_of(client: Any, patch: Any, create: bool) -> _Conversation | N
     return conv
 
 
+def _mcp_wrapper(patch: Any) -> _Wrapper:
+    """``Query._handle_sdk_mcp_request(server_name, message)``: the CLI runs a
+    tool of an in-process SDK MCP server. A ``tools/call`` names the model's
+    call (``_meta["claudecode/toolUseId"]``): an ``@ststrace.tool`` function
+    in the handler answers that very call, and sessions opened there link to
+    it; if the stream has not delivered the call yet, the handler runs with no
+    session (the call and its result come from the stream), so nothing is
+    recorded twice."""
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if not patch.active or current.get() is None:
+            return wrapped(*args, **kwargs)
+        message = kwargs.get("message", args[1] if len(args) > 1 else None)
+        meta = get(get(message, "params"), "_meta") if get(message, "method") == "tools/call" else None
+        call_id = get(meta, "claudecode/toolUseId")
+        if not isinstance(call_id, str) or not call_id:
+            return wrapped(*args, **kwargs)
+        return _mcp_call(wrapped(*args, **kwargs), call_id)
+
+    return wrapper
+
+
+def _owner_session(call_id: str) -> Session | None:
+    """The session waiting for the result of *call_id*, once its reply is recorded."""
+    for conv in list(_live):
+        conv.settle(call_id)
+        owner = conv.owner.get(call_id)
+        if owner is not None:
+            with owner.session._state_lock:
+                return owner.session if call_id in owner.session._pending else None
+    return None
+
+
+async def _mcp_call(coro: Any, call_id: str) -> Any:
+    try:
+        session = _owner_session(call_id)
+    except Exception as exc:
+        internal_error(exc, "claude-agent-sdk tool call")
+        session = None
+    if session is not None:
+        with tool_scope(session, call_id), tool_call_id(call_id):
+            return await coro
+    token = current.set(None)
+    try:
+        return await coro
+    finally:
+        current.reset(token)
+
+
 def make_wrapper(path: str, patch: Any) -> _Wrapper:
+    if path.endswith("._handle_sdk_mcp_request"):
+        return _mcp_wrapper(patch)
     if path == "InternalClient.process_query":
         return _process_query_wrapper(patch)
     if path.endswith(".connect") or path.endswith(".query"):

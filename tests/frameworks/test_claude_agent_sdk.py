@@ -34,6 +34,7 @@ from claude_agent_sdk import (  # noqa: E402
     tool,
 )
 
+import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
 from ststrace._instrument import instrumented as patched_now  # noqa: E402
 from ststrace.testing import FakeAPI, ScriptedReply, ScriptedToolCall  # noqa: E402
@@ -284,6 +285,35 @@ async def test_no_session_records_nothing_and_uninstrument_restores(
     assert result_of(received).result == ANSWER
     assert not (tmp_path / "traces").exists()
     assert not list(tmp_path.glob("*.jsonl"))
+
+
+async def test_a_decorated_sdk_mcp_tool_answers_its_call_once(
+    traced: None, fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """An SDK MCP handler that is also an ``@ststrace.tool``: still one call
+    (the model's ``toolu_`` id) and one result; the handler answers it when the
+    stream has delivered the call, else the stream's result stands."""
+
+    @tool("get_weather", "Current weather for a city.", {"city": str})
+    @ststrace.tool
+    async def traced_weather(args: dict[str, Any]) -> dict[str, Any]:
+        return {"content": [{"type": "text", "text": WEATHER_RESULT}]}
+
+    fake_api.script(ScriptedReply(text=None, tool_calls=(weather_call(),)), ScriptedReply(text=ANSWER))
+    servers = {"weather": create_sdk_mcp_server("weather", tools=[traced_weather])}
+    path = tmp_path / "trace.jsonl"
+    with Session(path):
+        await run_query(USER, options(cli_env, tmp_path, mcp_servers=servers))
+    got = messages(path)
+    assert [(m["role"], [c["id"] for c in m.get("toolCalls", ())], m.get("toolCallId")) for m in got] == [
+        ("system", [], None),
+        ("user", [], None),
+        ("assistant", ["toolu_w1"], None),
+        ("tool", [], "toolu_w1"),
+        ("assistant", [], None),
+    ]
+    from_handler = json.dumps({"content": [{"type": "text", "text": WEATHER_RESULT}]}, separators=(",", ":"))
+    assert got[3]["content"] in (WEATHER_RESULT, from_handler)
 
 
 # --------------------------------------------------------------------------- ClaudeSDKClient
