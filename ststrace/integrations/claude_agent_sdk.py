@@ -89,7 +89,7 @@ class _Agent:
     """One agent's part of the stream: the main agent (``key is None``) or a
     sub-agent, the reply it is in the middle of, and the session it records into."""
 
-    __slots__ = ("session", "key", "owned", "message_id", "blocks", "model", "prompt", "last_text")
+    __slots__ = ("session", "key", "owned", "message_id", "blocks", "model", "prompt", "last_text", "notes")
 
     def __init__(self, session: Session, key: str | None, owned: bool) -> None:
         self.session = session
@@ -100,6 +100,7 @@ class _Agent:
         self.model: str | None = None
         self.prompt: str | None = None  # the task prompt recorded when the child opened
         self.last_text: str | None = None  # the text of the last reply recorded
+        self.notes: list[str] = []  # system notes due after the reply being merged
 
 
 class _Conversation:
@@ -114,6 +115,7 @@ class _Conversation:
         self.owner: dict[str, _Agent] = {}  # tool call id -> the agent that made it
         self.agent_calls: dict[str, Any] = {}  # Agent/Task call id -> its input
         self.tasks: dict[str, str] = {}  # task id -> the Agent/Task call id that started it
+        self.background: set[str] = set()  # Agent calls answered "launched in the background"
         _live.add(self)
         self.system_done = False
         self.noted = False  # the last turn ended with an error note
@@ -248,6 +250,9 @@ class _Conversation:
         )
         agent.session._record_assistant(msg)
         agent.last_text = text
+        notes, agent.notes = agent.notes, []
+        for note in notes:
+            agent.session._emit(_records.message("system", note))
         for call in calls:
             self.owner[call["id"]] = agent
         for b in blocks:
@@ -277,7 +282,9 @@ class _Conversation:
                 call_id = get(block, "tool_use_id")
                 self.answer(agent, call_id, get(block, "content"))
                 result = get(message, "tool_use_result")
-                if isinstance(call_id, str) and call_id in self.agents and not _launched_async(result):
+                if isinstance(call_id, str) and _launched_async(result):
+                    self.background.add(call_id)
+                elif isinstance(call_id, str) and call_id in self.agents:
                     ended.extend(self.task_ended(call_id, None))
             elif name == "TextBlock":
                 texts.append(get(block, "text") or "")
@@ -296,6 +303,9 @@ class _Conversation:
         agent.session._record_inputs([{"role": "user", "content": text}], self._key())
 
     def task_ended(self, call_id: Any, notification: Any) -> list[_Agent]:
+        if notification is not None and call_id in self.background:
+            self.background.discard(call_id)
+            self.notify(call_id, notification)
         agent = self.agents.get(call_id) if isinstance(call_id, str) else None
         if agent is None or not agent.owned:
             return []
@@ -307,6 +317,20 @@ class _Conversation:
             agent.last_text = summary
         del self.agents[call_id]
         return [agent]
+
+    def notify(self, call_id: str, notification: Any) -> None:
+        """A background sub-agent finished: the CLI tells the parent agent in a
+        turn of its own, which the stream does not show; the parent's trace
+        says where its next reply comes from."""
+        owner = self.owner.get(call_id, self.agents[None])
+        status = get(notification, "status") or "ended"
+        text = f"The background agent of tool call {call_id} {status}"
+        summary = get(notification, "summary")
+        note = f"{text}: {summary}" if isinstance(summary, str) and summary else text
+        if owner.blocks:
+            owner.notes.append(note)  # after the reply still being merged (its usage comes with the result)
+        else:
+            owner.session._emit(_records.message("system", note))
 
     def result(self, message: Any) -> None:
         main = self.agents[None]

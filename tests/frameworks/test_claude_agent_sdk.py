@@ -422,8 +422,60 @@ async def test_a_sub_agent_records_into_a_linked_child_session(
     ]
 
 
+
+async def test_a_background_sub_agent_and_the_notification(
+    traced: None, fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The CLI's default: the sub-agent runs in the background. The parent's
+    call is answered at once ("launched"), the child stays open while the
+    parent goes on, and closes with the task's report; the parent notes the
+    notification that starts its next turn, and each turn has its own usage.
+    Each agent's replies are scripted for its own conversation (they run at once)."""
+    task = {"description": "Check weather", "prompt": "Find the weather in Paris", "subagent_type": "weather-agent"}
+    fake_api.script(
+        ScriptedReply(text="Delegating.", tool_calls=(ScriptedToolCall("Agent", task, "task1"),), when=USER),
+        ScriptedReply(text="I started a weather agent.", when=USER),
+        ScriptedReply(text=ANSWER, when=USER),
+        # The delay lets the parent's next reply come first, as with a real model.
+        ScriptedReply(text=None, tool_calls=(weather_call("w2"),), when=task["prompt"], delay=0.5),
+        ScriptedReply(text="Paris: sunny, 21 C.", when=task["prompt"]),
+    )
+    agents = {"weather-agent": AgentDefinition(description="Finds weather", prompt="You find weather.", tools=[WEATHER])}
+    opts = options(cli_env, tmp_path, tools=["Agent"], allowed_tools=[WEATHER, "Agent"], agents=agents)
+    path = tmp_path / "trace.jsonl"
+    with Session(path):
+        received = await run_query(USER, opts)
+    results = [m for m in received if isinstance(m, ResultMessage)]
+    assert len(results) == 2  # the CLI's second turn answers the notification
+    (child,) = tmp_path.glob("trace.*.jsonl")
+    assert messages(child) == [
+        {"role": "system", "content": "You find weather."},
+        {"role": "user", "content": task["prompt"]},
+        {
+            "role": "assistant",
+            "content": "",
+            "toolCalls": [{"id": "toolu_w2", "function": {"name": WEATHER, "arguments": '{"city":"Paris"}'}}],
+            "model": MODEL,
+        },
+        {"role": "tool", "content": WEATHER_RESULT, "toolCallId": "toolu_w2"},
+        {"role": "assistant", "content": "Paris: sunny, 21 C.", "model": MODEL},
+    ]
+    parent = messages(path)
+    assert parent[3]["toolCallId"] == "toolu_task1" and parent[3]["content"].startswith("Async agent launched")
+    counts = next(iter((results[0].model_usage or {}).values()))
+    assert parent[4:] == [
+        {"role": "assistant", "content": "I started a weather agent.", "model": MODEL, "usage": turn_usage(results[0])},
+        {"role": "system", "content": "The background agent of tool call toolu_task1 completed: Paris: sunny, 21 C."},
+        {
+            "role": "assistant",
+            "content": ANSWER,
+            "model": MODEL,
+            "usage": turn_usage(results[1], {**counts, "cost": results[0].total_cost_usd}),
+        },
+    ]
+
+
 def test_instrument_by_name_and_alias() -> None:
     for name in ("claude_agent_sdk", "claude-agent-sdk"):
         with instrumented(name):
             assert patched_now() == ["claude_agent_sdk"]
-
