@@ -28,6 +28,13 @@ DSPy's own objects:
 Each model call's token usage and model (the response's) is read from DSPy's
 own bookkeeping of the call (``dspy.clients.execution.finalize``); a cache hit
 reports none.
+
+A ReAct run's tool runs inside its call (:func:`ststrace._subagents.tool_scope`):
+a ``Session`` it opens links to the call, an ``@ststrace.tool`` function answers
+it, and a ReAct run it starts records into a child session (beside the
+parent's file, named after the tool, ``parentToolCallId`` = the call), closed
+when that run ends. Model calls a tool makes otherwise (a bare ``Predict``, a
+client) record nothing, as inside smolagents' tools.
 """
 
 from __future__ import annotations
@@ -46,6 +53,7 @@ from .._encode import content_text
 from .._errors import internal_error
 from .._ids import new_tool_call_id
 from .._session import Session
+from .._subagents import new_child, tool_scope
 
 LIBRARY = "dspy"
 MIN_VERSION = (3, 4)
@@ -58,6 +66,8 @@ TARGETS = [
     ("dspy.predict.predict", "Predict.forward"),
     ("dspy.predict.predict", "Predict.aforward"),
     ("dspy.adapters.types.tool", "ToolCalls.ToolCall.execute"),
+    ("dspy.adapters.types.tool", "Tool.__call__"),
+    ("dspy.adapters.types.tool", "Tool.acall"),
     ("dspy.clients.execution", "finalize"),
 ]
 
@@ -152,6 +162,8 @@ class _Run(_Call):
         self.react = react
         self.step = 0
         self.open: list[tuple[int, str]] = []  # (step, call id)
+        self.names: dict[str, str] = {}  # call id -> tool name
+        self.owned = False  # a child session this run closes at its end
 
     def begin(self, input_args: dict[str, Any]) -> None:
         predictor = getattr(self.react, "react", None)
@@ -178,6 +190,7 @@ class _Run(_Call):
             call = _records.tool_call(call_id, str(name), args if args is not None else {})
             self.reply("", getattr(pred, "next_thought", None), [call], model)
             self.open.append((self.step, call_id))
+            self.names[call_id] = str(name)
             self.step += 1
         elif module is getattr(self.react, "extract", None):
             outputs = getattr(getattr(self.react, "signature", None), "output_fields", None) or {}
@@ -190,6 +203,19 @@ class _Run(_Call):
             if self.session._answer(call_id):
                 self.session._emit(_records.tool_result(call_id, text))
         self.open.clear()
+        if self.owned:
+            self.owned = False
+            err = self.session._close_file()
+            if err is not None:
+                internal_error(err, "dspy child session close")
+
+    def running(self, tool: Any) -> str | None:
+        """The call a run's tool answers: the latest waiting call of its name."""
+        tools = getattr(self.react, "tools", None)
+        name = getattr(tool, "name", None)
+        if not isinstance(tools, dict) or not isinstance(name, str) or tools.get(name) is not tool:
+            return None
+        return next((c for _, c in reversed(self.open) if self.names.get(c) == name), None)
 
 
 def _enter(call: _Call) -> tuple[Token[Any], ...]:
@@ -211,6 +237,17 @@ def _session(patch: Any) -> Session | None:
     return session
 
 
+class _InTool:
+    """A ReAct run's tool is running (tool call *call_id*): a ReAct run it
+    starts records into a child session linked to that call."""
+
+    __slots__ = ("run", "call_id")
+
+    def __init__(self, run: _Run, call_id: str) -> None:
+        self.run = run
+        self.call_id = call_id
+
+
 def _safe(fn: Callable[..., None], *args: Any) -> None:
     try:
         fn(*args)
@@ -223,16 +260,36 @@ def _safe(fn: Callable[..., None], *args: Any) -> None:
 
 
 def _start_run(patch: Any, instance: Any, kwargs: dict[str, Any]) -> _Run | None:
-    session = _session(patch)
-    if session is None:
-        return None
+    outer = _active.get()
     try:
-        run = _Run(session, instance)
+        if isinstance(outer, _InTool) and patch.active:
+            session = _child(outer)
+            if session is None:
+                return None
+            run = _Run(session, instance)
+            run.owned = True
+        else:
+            session = _session(patch)
+            if session is None:
+                return None
+            run = _Run(session, instance)
         run.begin(kwargs)
         return run
     except Exception as exc:
         internal_error(exc, "dspy ReAct run")
         return None
+
+
+def _child(outer: _InTool) -> Session | None:
+    """The child session of a ReAct run started by another run's tool, open and linked to that call."""
+    parent = outer.run.session
+    if parent.closed or parent.disabled:
+        return None
+    name = outer.run.names.get(outer.call_id)
+    child = new_child(parent, name)
+    with tool_scope(parent, outer.call_id):
+        child._open_file()  # the header with its links, once per sub-agent run
+    return child
 
 
 def _forward_wrapper(patch: Any) -> _Wrapper:
@@ -316,6 +373,56 @@ async def _astep(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], ru
     pred = await wrapped(*args, **kwargs)
     _safe(run.after, module, pred)
     return pred
+
+
+def _tool_scope(patch: Any, instance: Any) -> tuple[_Run, str] | None:
+    run = _active.get()
+    if not isinstance(run, _Run) or not patch.active:
+        return None
+    try:
+        call_id = run.running(instance)
+    except Exception as exc:
+        internal_error(exc, "dspy tool")
+        return None
+    return None if call_id is None else (run, call_id)
+
+
+def _tool_wrapper(patch: Any) -> _Wrapper:
+    """``Tool.__call__``: a run's tool runs inside its call (``tool_scope``),
+    so a session, or a ReAct run, it starts links to that call."""
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        scope = _tool_scope(patch, instance)
+        if scope is None:
+            return wrapped(*args, **kwargs)
+        run, call_id = scope
+        token = _active.set(_InTool(run, call_id))
+        try:
+            with tool_scope(run.session, call_id):
+                return wrapped(*args, **kwargs)
+        finally:
+            _active.reset(token)
+
+    return wrapper
+
+
+def _atool_wrapper(patch: Any) -> _Wrapper:
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        scope = _tool_scope(patch, instance)
+        if scope is None:
+            return wrapped(*args, **kwargs)
+        return _atool(wrapped, args, kwargs, *scope)
+
+    return wrapper
+
+
+async def _atool(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: _Run, call_id: str) -> Any:
+    token = _active.set(_InTool(run, call_id))
+    try:
+        with tool_scope(run.session, call_id):
+            return await wrapped(*args, **kwargs)
+    finally:
+        _active.reset(token)
 
 
 # ---------------------------------------------------------------------------
@@ -464,6 +571,8 @@ _FACTORIES: dict[str, Callable[[Any], _Wrapper]] = {
     "Predict.forward": _predict_wrapper,
     "Predict.aforward": _apredict_wrapper,
     "ToolCalls.ToolCall.execute": _execute_wrapper,
+    "Tool.__call__": _tool_wrapper,
+    "Tool.acall": _atool_wrapper,
     "finalize": _finalize_wrapper,
 }
 

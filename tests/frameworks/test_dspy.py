@@ -213,6 +213,45 @@ def test_react_tool_error_and_a_decorated_tool(traced: None, fake_api: FakeAPI, 
     assert got[8]["content"] == ANSWER
 
 
+def test_a_react_run_inside_a_tool_is_a_linked_child_session(
+    traced: None, fake_api: FakeAPI, trace: Path
+) -> None:
+    """A tool that runs a ReAct agent of its own: that run records into a child
+    session named after the tool and linked to the outer call; the outer trace
+    keeps the call and the inner answer as its observation."""
+    inner = dspy.ReAct("question -> answer", tools=[get_weather])
+
+    def research(topic: str) -> str:
+        """Research a topic with a helper agent."""
+        return str(inner(question=topic).answer)
+
+    fake_api.script(
+        ScriptedReply(text=fields(next_thought="Ask the helper.", next_tool_name="research", next_tool_args='{"topic": "%s"}' % QUESTION)),
+        ScriptedReply(text=STEP_1),
+        ScriptedReply(text=STEP_2),
+        ScriptedReply(text=EXTRACT),
+        ScriptedReply(text=STEP_2),
+        ScriptedReply(text=EXTRACT),
+    )
+    outer = dspy.ReAct("question -> answer", tools=[research])
+    with dspy.context(lm=lm(fake_api)):
+        with Session(trace) as s:
+            assert outer(question=QUESTION).answer == ANSWER
+    got = with_ids(messages_of(trace))
+    assert [m["role"] for m in got] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert got[2]["toolCalls"][0]["function"] == {"name": "research", "arguments": json.dumps({"topic": QUESTION}, separators=(",", ":"))}
+    assert got[3] == {"role": "tool", "content": ANSWER, "toolCallId": "<1>"}
+    (child,) = trace.parent.glob("trace.*.jsonl")
+    header = json.loads(child.read_text().splitlines()[0])
+    outer_call = messages_of(trace)[2]["toolCalls"][0]["id"]
+    assert (header["name"], header["parentSessionId"], header["parentToolCallId"]) == ("research", s.id, outer_call)
+    inner_messages = with_ids(messages_of(child))
+    assert [m["role"] for m in inner_messages] == ["system", "user", "assistant", "tool", "assistant", "tool", "assistant"]
+    assert inner_messages[1] == {"role": "user", "content": QUESTION}
+    assert inner_messages[3] == {"role": "tool", "content": WEATHER_RESULT, "toolCallId": "<1>"}
+    assert inner_messages[6]["content"] == ANSWER
+
+
 def test_outside_a_session_nothing_is_recorded(fake_api: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STSTRACE_DIR", str(tmp_path))
     fake_api.script(ScriptedReply(text=STEP_1), ScriptedReply(text=STEP_2), ScriptedReply(text=EXTRACT))
