@@ -335,15 +335,22 @@ def test_predict_with_text_tool_calls_and_a_failing_execute(
     assert len(got) == 4
 
 
-def test_chain_of_thought_records_reasoning_and_outputs(
-    traced: None, fake_api: FakeAPI, trace: Path
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_chain_of_thought_records_reasoning_and_outputs(
+    traced: None, fake_api: FakeAPI, trace: Path, mode: str
 ) -> None:
+    """``ChainOfThought`` (a ``Predict``), called and ``acall``-ed: instructions,
+    input, and the output with the ``reasoning`` field as reasoning."""
     reply = fields(reasoning="Paris is in France.", answer="France")
     fake_api.script(ScriptedReply(text=reply))
     cot = dspy.ChainOfThought("question -> answer")
     with dspy.context(lm=lm(fake_api)):
         with Session(trace):
-            assert cot(question="Which country is Paris in?").answer == "France"
+            if mode == "sync":
+                pred = cot(question="Which country is Paris in?")
+            else:
+                pred = await cot.acall(question="Which country is Paris in?")
+    assert pred.answer == "France"
     assert messages_of(trace) == [
         {"role": "system", "content": cot.predict.signature.instructions},
         {"role": "user", "content": "Which country is Paris in?"},
