@@ -11,7 +11,9 @@ typed messages, and the trace is built from it:
 * each model reply once: the CLI streams one ``AssistantMessage`` per content
   block (``ThinkingBlock``, ``TextBlock``, ``ToolUseBlock``), all with the
   same ``message_id``; they are merged into one assistant message with its
-  reasoning, text and tool calls under the provider's ``toolu_`` ids;
+  reasoning, text and tool calls under the provider's ``toolu_`` ids (the
+  CLI runs a tool as soon as its block is complete, so a result that comes
+  before the reply's next parallel call waits for the reply to be recorded);
 * each ``ToolResultBlock`` of a ``UserMessage`` as a ``tool`` message
   answering its call; server tools (``ServerToolUseBlock`` and its result)
   as a call and its result;
@@ -38,8 +40,9 @@ run does. A sub-agent's sub-agents link to the sub-agent.
 Like the OpenAI Agents SDK runner, this records into the current session; a
 run outside any session records nothing. Tools of an in-process SDK MCP
 server are recorded from the stream; one that is also an ``@ststrace.tool``
-answers the model's call itself (the CLI names the call it runs), so each
-call still has one result.
+records nothing of its own unless its call's reply was already recorded,
+then it answers that call (the CLI names the call it runs), so each call
+has one result either way.
 """
 
 from __future__ import annotations
@@ -89,7 +92,7 @@ class _Agent:
     """One agent's part of the stream: the main agent (``key is None``) or a
     sub-agent, the reply it is in the middle of, and the session it records into."""
 
-    __slots__ = ("session", "key", "owned", "message_id", "blocks", "model", "prompt", "last_text", "notes")
+    __slots__ = ("session", "key", "owned", "message_id", "blocks", "model", "prompt", "last_text", "notes", "held")
 
     def __init__(self, session: Session, key: str | None, owned: bool) -> None:
         self.session = session
@@ -101,6 +104,10 @@ class _Agent:
         self.prompt: str | None = None  # the task prompt recorded when the child opened
         self.last_text: str | None = None  # the text of the last reply recorded
         self.notes: list[str] = []  # system notes due after the reply being merged
+        #: Results of calls in the reply being merged: the CLI runs a tool as
+        #: soon as its block is complete, so a result can come before the
+        #: reply's next (parallel) call. Recorded right after the reply.
+        self.held: list[tuple[Any, Any, Any]] = []
 
 
 class _Conversation:
@@ -116,6 +123,7 @@ class _Conversation:
         self.agent_calls: dict[str, Any] = {}  # Agent/Task call id -> its input
         self.tasks: dict[str, str] = {}  # task id -> the Agent/Task call id that started it
         self.background: set[str] = set()  # Agent calls answered "launched in the background"
+        self.ended: list[_Agent] = []  # child sessions to close
         _live.add(self)
         self.system_done = False
         self.noted = False  # the last turn ended with an error note
@@ -189,11 +197,16 @@ class _Conversation:
 
     def handle(self, message: Any) -> list[_Agent]:
         """Record one stream message; returns the child sessions it ended."""
+        self._handle(message)
+        ended, self.ended = self.ended, []
+        return ended
+
+    def _handle(self, message: Any) -> None:
         kind = _kind(message)
         if kind == "AssistantMessage":
             self.assistant(message)
         elif kind == "UserMessage":
-            return self.user(message)
+            self.user(message)
         elif kind == "ResultMessage":
             self.result(message)
         elif kind == "TaskStartedMessage":
@@ -202,11 +215,10 @@ class _Conversation:
                 self.tasks[task] = call
                 self.settle(call)
         elif kind == "TaskNotificationMessage":
-            return self.task_ended(get(message, "tool_use_id") or self.tasks.get(get(message, "task_id")), message)
+            self.task_ended(get(message, "tool_use_id") or self.tasks.get(get(message, "task_id")), message)
         # A terminal TaskUpdatedMessage may come before the notification that
         # carries the report: the child stays open until that, the Agent
         # call's result or the run's end.
-        return []
 
     def settle(self, call_id: str) -> None:
         """Record the reply holding tool call *call_id* if it is still being
@@ -260,6 +272,9 @@ class _Conversation:
                 self.agent_calls[b["id"]] = b["input"]
             elif b["type"] == "server_tool_result":
                 self.answer(agent, b["tool_use_id"], b["content"])
+        held, agent.held = agent.held, []
+        for call_id, content, result in held:
+            self.tool_result(agent, call_id, content, result)
         return True
 
     def answer(self, agent: _Agent, call_id: Any, content: Any) -> None:
@@ -267,30 +282,38 @@ class _Conversation:
         if isinstance(call_id, str) and owner.session._answer(call_id):
             owner.session._emit(_records.tool_result(call_id, _result_text(content)))
 
-    def user(self, message: Any) -> list[_Agent]:
+    def user(self, message: Any) -> None:
         agent = self._agent(message)
-        self.flush(agent)
         content = get(message, "content")
-        ended: list[_Agent] = []
         if isinstance(content, str):
+            self.flush(agent)
             self.sub_prompt(agent, content)
-            return ended
+            return
+        merging = {b["id"] for b in agent.blocks if b["type"] == "tool_use"}
+        results = [b for b in content or () if type(b).__name__ == "ToolResultBlock"]
+        if not results or any(get(b, "tool_use_id") not in merging for b in results):
+            self.flush(agent)
         texts: list[str] = []
+        result = get(message, "tool_use_result")
         for block in content or ():
             name = type(block).__name__
             if name == "ToolResultBlock":
-                call_id = get(block, "tool_use_id")
-                self.answer(agent, call_id, get(block, "content"))
-                result = get(message, "tool_use_result")
-                if isinstance(call_id, str) and _launched_async(result):
-                    self.background.add(call_id)
-                elif isinstance(call_id, str) and call_id in self.agents:
-                    ended.extend(self.task_ended(call_id, None))
+                if agent.blocks:
+                    agent.held.append((get(block, "tool_use_id"), get(block, "content"), result))
+                else:
+                    self.tool_result(agent, get(block, "tool_use_id"), get(block, "content"), result)
             elif name == "TextBlock":
                 texts.append(get(block, "text") or "")
         if texts:
+            self.flush(agent)
             self.sub_prompt(agent, "".join(texts))
-        return ended
+
+    def tool_result(self, agent: _Agent, call_id: Any, content: Any, result: Any) -> None:
+        self.answer(agent, call_id, content)
+        if isinstance(call_id, str) and _launched_async(result):
+            self.background.add(call_id)
+        elif isinstance(call_id, str) and call_id in self.agents:
+            self.task_ended(call_id, None)
 
     def sub_prompt(self, agent: _Agent, text: str) -> None:
         """A sub-agent's user turn (its task prompt, recorded once). The main
@@ -302,13 +325,13 @@ class _Conversation:
             return
         agent.session._record_inputs([{"role": "user", "content": text}], self._key())
 
-    def task_ended(self, call_id: Any, notification: Any) -> list[_Agent]:
+    def task_ended(self, call_id: Any, notification: Any) -> None:
         if notification is not None and call_id in self.background:
             self.background.discard(call_id)
             self.notify(call_id, notification)
         agent = self.agents.get(call_id) if isinstance(call_id, str) else None
         if agent is None or not agent.owned:
-            return []
+            return
         self.flush(agent)
         summary = get(notification, "summary")
         if isinstance(summary, str) and summary and summary != agent.last_text:
@@ -316,7 +339,7 @@ class _Conversation:
             agent.session._record_assistant(_records.message("assistant", summary, model=agent.model))
             agent.last_text = summary
         del self.agents[call_id]
-        return [agent]
+        self.ended.append(agent)
 
     def notify(self, call_id: str, notification: Any) -> None:
         """A background sub-agent finished: the CLI tells the parent agent in a
@@ -350,6 +373,8 @@ class _Conversation:
         children = [a for a in self.agents.values() if a.owned]
         for agent in children:
             del self.agents[agent.key]
+        children.extend(self.ended)
+        self.ended = []
         if exc is not None and not isinstance(exc, GeneratorExit):
             text = _error_text(exc)
             for agent in (*children, self.agents[None]):
@@ -545,8 +570,9 @@ async def _traced(messages: Any, conv: _Conversation, finish: bool) -> AsyncIter
     except BaseException as exc:
         if finish or not isinstance(exc, GeneratorExit):
             _finish(conv, exc)
-        else:
-            _flush_all(conv)
+        # A client's reader closed early (``receive_response()`` leaves it to be
+        # finalized later, maybe while the next turn streams): the
+        # conversation goes on in the next reader; disconnect() ends it.
         raise
     finally:
         aclose = getattr(messages, "aclose", None)
@@ -621,11 +647,12 @@ def _conversation_of(client: Any, patch: Any, create: bool) -> _Conversation | N
 def _mcp_wrapper(patch: Any) -> _Wrapper:
     """``Query._handle_sdk_mcp_request(server_name, message)``: the CLI runs a
     tool of an in-process SDK MCP server. A ``tools/call`` names the model's
-    call (``_meta["claudecode/toolUseId"]``): an ``@ststrace.tool`` function
-    in the handler answers that very call, and sessions opened there link to
-    it; if the stream has not delivered the call yet, the handler runs with no
-    session (the call and its result come from the stream), so nothing is
-    recorded twice."""
+    call (``_meta["claudecode/toolUseId"]``): when its reply is recorded
+    already, an ``@ststrace.tool`` function in the handler answers that very
+    call and sessions opened there link to it; otherwise (the usual case: the
+    CLI runs a tool as soon as its block is complete, before the reply's
+    other blocks) the handler runs with no session, and the call and its
+    result come from the stream, so nothing is recorded twice."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if not patch.active or current.get() is None:
@@ -641,9 +668,10 @@ def _mcp_wrapper(patch: Any) -> _Wrapper:
 
 
 def _owner_session(call_id: str) -> Session | None:
-    """The session waiting for the result of *call_id*, once its reply is recorded."""
+    """The session waiting for the result of *call_id*, if its reply is
+    recorded already (not while it is still being merged: more parallel
+    calls may follow, and the reply is recorded once)."""
     for conv in list(_live):
-        conv.settle(call_id)
         owner = conv.owner.get(call_id)
         if owner is not None:
             with owner.session._state_lock:

@@ -248,7 +248,8 @@ async def test_a_streamed_prompt_is_recorded_as_it_is_sent(
 async def test_a_run_stopped_by_max_turns_ends_with_a_note(
     traced: None, fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
-    """The error result is noted once (not again for the ``ResultError`` the SDK raises after it)."""
+    """The error result is noted once (not again for the ``ResultError`` the SDK
+    raises after it); the turn's usage goes on its last reply, the tool call."""
     fake_api.script(ScriptedReply(text=None, tool_calls=(weather_call(),)))
     path = tmp_path / "trace.jsonl"
     received: list[Any] = []
@@ -266,11 +267,45 @@ async def test_a_run_stopped_by_max_turns_ends_with_a_note(
             "content": "",
             "toolCalls": [{"id": "toolu_w1", "function": {"name": WEATHER, "arguments": '{"city":"Paris"}'}}],
             "model": MODEL,
+            "usage": turn_usage(result_of(received)),
         },
         {"role": "tool", "content": WEATHER_RESULT, "toolCallId": "toolu_w1"},
     ]
     assert len(got) == 5 and got[4]["role"] == "system"
     assert got[4]["content"].startswith("The agent run stopped: error_max_turns")
+
+
+async def test_parallel_tool_calls_stay_in_one_reply(
+    traced: None, fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """The CLI runs a tool as soon as its block is complete, so the first
+    call's result comes before the second call's block: the reply is still
+    recorded once with both calls, then both results."""
+    lyon = ScriptedToolCall(WEATHER, {"city": "Lyon"}, "w2")
+    fake_api.script(
+        ScriptedReply(text="Checking both.", tool_calls=(weather_call(), lyon), reasoning="Two cities."),
+        ScriptedReply(text=ANSWER),
+    )
+    path = tmp_path / "trace.jsonl"
+    with Session(path):
+        received = await run_query(USER, options(cli_env, tmp_path))
+    assert messages(path) == [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": USER},
+        {
+            "role": "assistant",
+            "content": "Checking both.",
+            "reasoningContent": "Two cities.",
+            "toolCalls": [
+                {"id": "toolu_w1", "function": {"name": WEATHER, "arguments": '{"city":"Paris"}'}},
+                {"id": "toolu_w2", "function": {"name": WEATHER, "arguments": '{"city":"Lyon"}'}},
+            ],
+            "model": MODEL,
+        },
+        {"role": "tool", "content": WEATHER_RESULT, "toolCallId": "toolu_w1"},
+        {"role": "tool", "content": "unknown", "toolCallId": "toolu_w2"},
+        {"role": "assistant", "content": ANSWER, "model": MODEL, "usage": turn_usage(result_of(received))},
+    ]
 
 
 async def test_no_session_records_nothing_and_uninstrument_restores(
@@ -291,8 +326,9 @@ async def test_a_decorated_sdk_mcp_tool_answers_its_call_once(
     traced: None, fake_api: FakeAPI, cli_env: dict[str, str], tmp_path: Path
 ) -> None:
     """An SDK MCP handler that is also an ``@ststrace.tool``: still one call
-    (the model's ``toolu_`` id) and one result; the handler answers it when the
-    stream has delivered the call, else the stream's result stands."""
+    (the model's ``toolu_`` id) and one result. The CLI runs the tool while the
+    reply is still coming in, so the handler records nothing and the stream's
+    result stands (were the reply recorded already, the handler would answer)."""
 
     @tool("get_weather", "Current weather for a city.", {"city": str})
     @ststrace.tool
@@ -312,8 +348,7 @@ async def test_a_decorated_sdk_mcp_tool_answers_its_call_once(
         ("tool", [], "toolu_w1"),
         ("assistant", [], None),
     ]
-    from_handler = json.dumps({"content": [{"type": "text", "text": WEATHER_RESULT}]}, separators=(",", ":"))
-    assert got[3]["content"] in (WEATHER_RESULT, from_handler)
+    assert got[3]["content"] == WEATHER_RESULT
 
 
 # --------------------------------------------------------------------------- ClaudeSDKClient
