@@ -25,9 +25,11 @@ DSPy's own objects:
   generated ones otherwise), and ``ToolCall.execute()`` records the result
   answering its call.
 
-Each model call's token usage and model (the response's) is read from DSPy's
-own bookkeeping of the call (``dspy.clients.execution.finalize``); a cache hit
-reports none.
+Each model call's token usage, model (the response's) and text are read from
+DSPy's own bookkeeping of the call (``dspy.clients.execution.finalize``); a
+cache hit reports no usage. A reply DSPy cannot parse (it then asks again with
+another adapter, or raises) is recorded as the model wrote it, with a
+``system`` note; a ReAct run that raises ends with ``The agent run failed: ...``.
 
 A ReAct run's tool runs inside its call (:func:`ststrace._subagents.tool_scope`):
 a ``Session`` it opens links to the call, an ``@ststrace.tool`` function answers
@@ -75,8 +77,8 @@ _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
 #: The DSPy module call recording in this context (a ReAct run or a Predict call).
 _active: ContextVar[Any] = ContextVar("ststrace.dspy_call", default=None)
-#: Model calls DSPy finished in this context while a module call records: (usage, model).
-_lm_calls: ContextVar[list[tuple[Any, Any]] | None] = ContextVar("ststrace.dspy_lm_calls", default=None)
+#: Model calls DSPy finished in this context while a module call records: (usage, model, text).
+_lm_calls: ContextVar[list[tuple[Any, Any, Any]] | None] = ContextVar("ststrace.dspy_lm_calls", default=None)
 
 _numbers = itertools.count(1)
 
@@ -105,12 +107,15 @@ def _fields_text(values: dict[str, Any]) -> str:
     return "\n".join(f"{name}: {content_text(value)}" for name, value in values.items())
 
 
-def _last_lm_call(calls: list[tuple[Any, Any]] | None) -> tuple[dict[str, Any] | None, str | None]:
-    if not calls:
-        return None, None
-    usage, model = calls[-1]
-    calls.clear()
+def _usage_model(usage: Any, model: Any) -> tuple[dict[str, Any] | None, str | None]:
     return usage_of(usage) if isinstance(usage, dict) and usage else None, model if isinstance(model, str) else None
+
+
+def _output_text(outputs: Any) -> str | None:
+    """The text of a finished model call's first output (a string or ``{"text": ...}``)."""
+    first = outputs[0] if isinstance(outputs, (list, tuple)) and outputs else outputs
+    text = first.get("text") if isinstance(first, dict) else first
+    return text if isinstance(text, str) else None
 
 
 def _model_name(module: Any) -> str | None:
@@ -127,7 +132,7 @@ class _Call:
 
     def __init__(self, session: Session) -> None:
         self.session = session
-        self.lm_calls: list[tuple[Any, Any]] = []
+        self.lm_calls: list[tuple[Any, Any, Any]] = []
         self.key = f"dspy-{next(_numbers)}"
 
     def inputs(self, system: Any, values: dict[str, Any]) -> None:
@@ -139,10 +144,26 @@ class _Call:
         if messages:
             self.session._record_inputs(messages, self.key)
 
+    def unparsed(self, keep_last: bool, fallback_model: str | None) -> None:
+        """Model replies DSPy could not parse (it then asks again, with another
+        adapter, or gives up): each as the model wrote it, then a note. The
+        last one is kept for :meth:`reply` when *keep_last*."""
+        calls, rest = list(self.lm_calls), []
+        if keep_last and calls:
+            calls, rest = calls[:-1], calls[-1:]
+        self.lm_calls[:] = rest
+        for usage_raw, model_raw, text in calls:
+            usage, model = _usage_model(usage_raw, model_raw)
+            msg = _records.message("assistant", text or "", model=model or fallback_model, usage=usage)
+            self.session._record_assistant(msg)
+            self.session._emit(_records.message("system", "DSPy could not parse this reply into the signature's fields"))
+
     def reply(
         self, content: str, reasoning: Any, calls: list[dict[str, Any]] | None, fallback_model: str | None
     ) -> None:
-        usage, model = _last_lm_call(self.lm_calls)
+        self.unparsed(True, fallback_model)
+        usage, model = _usage_model(*self.lm_calls[-1][:2]) if self.lm_calls else (None, None)
+        self.lm_calls.clear()
         msg = _records.message(
             "assistant",
             content,
@@ -203,6 +224,9 @@ class _Run(_Call):
             if self.session._answer(call_id):
                 self.session._emit(_records.tool_result(call_id, text))
         self.open.clear()
+        if exc is not None and not isinstance(exc, GeneratorExit):
+            first = text.removeprefix("Error: ").strip().splitlines()
+            self.session._emit(_records.message("system", f"The agent run failed: {first[0] if first else text}"))
         if self.owned:
             self.owned = False
             err = self.session._close_file()
@@ -350,7 +374,11 @@ def _step_wrapper(patch: Any) -> _Wrapper:
             return wrapped(*args, **kwargs)
         module, trajectory = _step_args(args, kwargs)
         _safe(run.observations, trajectory)
-        pred = wrapped(*args, **kwargs)
+        try:
+            pred = wrapped(*args, **kwargs)
+        except Exception:
+            _safe(run.unparsed, False, _model_name(module))
+            raise
         _safe(run.after, module, pred)
         return pred
 
@@ -370,7 +398,11 @@ def _astep_wrapper(patch: Any) -> _Wrapper:
 async def _astep(wrapped: Any, args: tuple[Any, ...], kwargs: dict[str, Any], run: _Run) -> Any:
     module, trajectory = _step_args(args, kwargs)
     _safe(run.observations, trajectory)
-    pred = await wrapped(*args, **kwargs)
+    try:
+        pred = await wrapped(*args, **kwargs)
+    except Exception:
+        _safe(run.unparsed, False, _model_name(module))
+        raise
     _safe(run.after, module, pred)
     return pred
 
@@ -487,6 +519,9 @@ def _predict_wrapper(patch: Any) -> _Wrapper:
         tokens = _enter(call)
         try:
             pred = wrapped(*args, **kwargs)
+        except Exception:
+            _safe(call.unparsed, False, _model_name(instance))
+            raise
         finally:
             _exit(tokens)
         _safe(_finish_predict, call, instance, kwargs, pred)
@@ -509,6 +544,9 @@ async def _apredict(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: 
     tokens = _enter(call)
     try:
         pred = await wrapped(*args, **kwargs)
+    except Exception:
+        _safe(call.unparsed, False, _model_name(instance))
+        raise
     finally:
         _exit(tokens)
     _safe(_finish_predict, call, instance, kwargs, pred)
@@ -552,10 +590,9 @@ def _finalize_wrapper(patch: Any) -> _Wrapper:
         if calls is not None and patch.active:
             try:
                 result = kwargs.get("result", args[2] if len(args) > 2 else None)
-                if not getattr(result, "cache_hit", False):
-                    calls.append((getattr(result, "usage", None), getattr(result, "response_model", None)))
-                else:
-                    calls.append((None, getattr(result, "response_model", None)))
+                usage = None if getattr(result, "cache_hit", False) else getattr(result, "usage", None)
+                text = _output_text(getattr(result, "outputs", None))
+                calls.append((usage, getattr(result, "response_model", None), text))
             except Exception as exc:
                 internal_error(exc, "dspy model call")
         return wrapped(*args, **kwargs)

@@ -17,8 +17,11 @@ from typing import Any, Iterator
 
 import pytest
 
-# DSPy's disk cache lives under the home directory unless told otherwise.
+# DSPy's disk cache lives under the home directory unless told otherwise; its
+# model metadata is refreshed from the internet unless LiteLLM's local copy is
+# asked for (tests/frameworks/conftest.py sets that too).
 os.environ.setdefault("DSPY_CACHEDIR", tempfile.mkdtemp(prefix="ststrace-dspy-cache-"))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 dspy = pytest.importorskip("dspy", reason="dspy is not installed (pip install 'ststrace[test]')")
 litellm = pytest.importorskip("litellm")
 
@@ -250,6 +253,33 @@ def test_a_react_run_inside_a_tool_is_a_linked_child_session(
     assert inner_messages[1] == {"role": "user", "content": QUESTION}
     assert inner_messages[3] == {"role": "tool", "content": WEATHER_RESULT, "toolCallId": "<1>"}
     assert inner_messages[6]["content"] == ANSWER
+
+
+def test_a_reply_dspy_cannot_parse_is_recorded_as_written(
+    traced: None, fake_api: FakeAPI, trace: Path
+) -> None:
+    """A step reply outside DSPy's format: DSPy asks again with its JSON
+    adapter, fails again, and the run ends with DSPy's exception; both replies
+    are in the trace as the model wrote them, each with a note, then the
+    failure. The exception reaches the caller unchanged."""
+    fake_api.script(ScriptedReply(text="I am not sure what to do."), ScriptedReply(text="Still not sure."))
+    react = dspy.ReAct("question -> answer", tools=[get_weather])
+    with dspy.context(lm=lm(fake_api)):
+        with Session(trace):
+            with pytest.raises(dspy.utils.exceptions.AdapterParseError):
+                react(question=QUESTION)
+    requests = fake_api.requests_to("chat")
+    assert len(requests) == 2
+    note = {"role": "system", "content": "DSPy could not parse this reply into the signature's fields"}
+    assert messages_of(trace) == [
+        {"role": "system", "content": react.react.signature.instructions},
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": "I am not sure what to do.", "model": "gpt-4o-mini", "usage": usage_for(requests[0], "I am not sure what to do.")},
+        note,
+        {"role": "assistant", "content": "Still not sure.", "model": "gpt-4o-mini", "usage": usage_for(requests[1], "Still not sure.")},
+        note,
+        {"role": "system", "content": "The agent run failed: AdapterParseError: LM response cannot be serialized to a JSON object."},
+    ]
 
 
 def test_outside_a_session_nothing_is_recorded(fake_api: FakeAPI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
