@@ -51,6 +51,8 @@ INTEGRATIONS = {
     "mistralai": "ststrace.integrations.mistralai",
     "cohere": "ststrace.integrations.cohere",
     "bedrock": "ststrace.integrations.bedrock",
+    "claude_agent_sdk": "ststrace.integrations.claude_agent_sdk",
+    "dspy": "ststrace.integrations.dspy",
 }
 _ALIASES = {
     "hf": "huggingface_hub",
@@ -71,6 +73,7 @@ _ALIASES = {
     "bedrock-runtime": "bedrock",
     "boto3": "bedrock",
     "botocore": "bedrock",
+    "claude-agent-sdk": "claude_agent_sdk",
 }
 _EXTRAS = {
     "openai": "openai",
@@ -89,6 +92,8 @@ _EXTRAS = {
     "mistralai": "mistralai",
     "cohere": "cohere",
     "bedrock": "bedrock",
+    "claude_agent_sdk": "claude-agent-sdk",
+    "dspy": "dspy",
 }
 
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
@@ -190,8 +195,8 @@ def instrument(*names: str) -> list[str]:
     ``"bedrock"`` (or ``"boto3"``, ``"botocore"``), ``"google_genai"`` (or
     ``"gemini"``: the Gemini API and Vertex AI), ``"google_adk"`` (or ``"adk"``:
     how Google ADK runs agents; its Gemini calls are google_genai's), and the
-    agent frameworks ``"smolagents"`` and ``"llama_index"`` (see
-    :mod:`ststrace.integrations`).
+    agent frameworks ``"smolagents"``, ``"llama_index"``, ``"claude_agent_sdk"``
+    (or ``"claude-agent-sdk"``) and ``"dspy"`` (see :mod:`ststrace.integrations`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already

@@ -647,3 +647,29 @@ def test_scripted_replies_are_served_in_order_then_planning_resumes(
     assert openai_sync.chat.completions.create(model="m", messages=messages).choices[0].message.content == (
         DEFAULT_TEXT_REPLY
     )
+
+
+def test_scripted_replies_for_one_conversation(fake_api: FakeAPI, openai_sync: Any, anthropic_sync: Any) -> None:
+    """``ScriptedReply(when=...)`` serves only requests whose first user message
+    contains that text, in order, so two agents running at once each get theirs;
+    a request no reply matches gets the default planning."""
+    from ststrace.testing import ScriptedReply
+    from ststrace.testing.fakeapi import DEFAULT_TEXT_REPLY
+
+    fake_api.script(
+        ScriptedReply(text="parent 1", when="plan the trip"),
+        ScriptedReply(text="child 1", when="find a hotel"),
+        ScriptedReply(text="parent 2", when="plan the trip"),
+    )
+    parent = [{"role": "user", "content": "Please plan the trip."}]
+    child = [{"role": "user", "content": [{"type": "text", "text": "Now find a hotel."}]}]
+
+    def chat(messages: Any) -> Any:
+        return openai_sync.chat.completions.create(model="m", messages=messages).choices[0].message.content
+
+    assert chat(child) == "child 1"
+    assert [b.text for b in anthropic_sync.messages.create(model="m", max_tokens=10, messages=parent).content] == [
+        "parent 1"
+    ]
+    assert chat(child) == DEFAULT_TEXT_REPLY
+    assert chat(parent + [{"role": "assistant", "content": "ok"}, {"role": "user", "content": "go on"}]) == "parent 2"

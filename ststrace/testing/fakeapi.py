@@ -40,6 +40,7 @@ import hashlib
 import json
 import sys
 import threading
+import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -118,6 +119,12 @@ class ScriptedReply:
     text: str | None = None
     tool_calls: tuple[ScriptedToolCall, ...] = ()
     reasoning: str | None = None
+    #: Only for a request whose first user message contains this text (``None``:
+    #: any request). Agents that run at the same time (a sub-agent in the
+    #: background beside its parent) each get their own replies in order.
+    when: str | None = None
+    #: Seconds to wait before answering (to order agents that run at once).
+    delay: float = 0.0
 
 
 DEFAULT_TOOL_CALLS: tuple[ScriptedToolCall, ...] = (
@@ -430,11 +437,15 @@ class FakeAPI:
         with self._lock:
             return self._drops.popleft() if self._drops else None
 
-    def _pop_scripted(self) -> _Reply | None:
+    def _pop_scripted(self, body: Any = None) -> _Reply | None:
+        first = _first_user_text(body)
         with self._lock:
-            if not self._scripted:
+            s = next((r for r in self._scripted if r.when is None or r.when in first), None)
+            if s is None:
                 return None
-            s = self._scripted.popleft()
+            self._scripted.remove(s)
+        if s.delay > 0:
+            time.sleep(s.delay)  # this request's own handler thread
         return _Reply("tools" if s.tool_calls else "text", s.reasoning, s.text, tuple(s.tool_calls))
 
     def _plan(self, tools_offered: bool, results: list[str] | None, parallel: bool = True) -> _Reply:
@@ -458,6 +469,21 @@ class FakeAPI:
 
 # ---------------------------------------------------------------------------
 # Reading requests: which tool results follow the last user turn?
+
+
+def _first_user_text(body: Any) -> str:
+    """The text of a request's first user message (chat, Responses or Anthropic shape)."""
+    if not isinstance(body, dict):
+        return ""
+    messages = body.get("messages")
+    if messages is None:
+        messages = body.get("input")
+        if isinstance(messages, str):
+            return messages
+    for m in messages or ():
+        if isinstance(m, dict) and m.get("role") == "user":
+            return _text_of(m.get("content"))
+    return ""
 
 
 def _tools_offered(body: dict[str, Any]) -> bool:
@@ -1088,7 +1114,7 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             reply = fake._plan(_tools_offered(body), _anthropic_results(body), _parallel(body))
             json_fn, sse_fn = _anthropic_json, _anthropic_sse
-        scripted = fake._pop_scripted()
+        scripted = fake._pop_scripted(body)
         if scripted is not None:
             reply = scripted
 
