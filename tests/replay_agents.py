@@ -153,3 +153,24 @@ async def amessages(client: Any, stream: bool, prompt: str = USER) -> str:
         if not _anthropic_next(history, reply):
             return _anthropic_text(reply)
     raise AssertionError("the agent did not finish")
+
+
+def hf_chat(client: Any, stream: bool, prompt: str = USER) -> str:
+    """``huggingface_hub.InferenceClient.chat_completion``: its tool calls come
+    back as dataclass-like outputs, sent back as plain dicts."""
+    messages: list[Any] = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": prompt}]
+    for _ in range(TURNS):
+        out = client.chat_completion(messages=messages, model=MODEL, tools=CHAT_TOOLS, stream=False)
+        message = out.choices[0].message
+        if not message.tool_calls:
+            return str(message.content)
+        calls = [
+            {"id": c.id, "type": "function", "function": {"name": c.function.name, "arguments": c.function.arguments}}
+            for c in message.tool_calls
+        ]
+        messages.append({"role": "assistant", "content": message.content or "", "tool_calls": calls})
+        for c in calls:
+            args = c["function"]["arguments"]
+            text = args if isinstance(args, str) else json.dumps(args)
+            messages.append({"role": "tool", "tool_call_id": c["id"], "content": run_tool(c["function"]["name"], text)})
+    raise AssertionError("the agent did not finish")

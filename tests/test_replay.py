@@ -19,7 +19,13 @@ pytest.importorskip("openai")
 pytest.importorskip("anthropic")
 
 import replay_agents as agents  # noqa: E402
-from fakeapi_fixtures import anthropic_client, async_anthropic_client, async_openai_client, openai_client  # noqa: E402
+from fakeapi_fixtures import (  # noqa: E402
+    anthropic_client,
+    async_anthropic_client,
+    async_openai_client,
+    hf_client,
+    openai_client,
+)
 from ststrace import Session, read  # noqa: E402
 from ststrace.testing import ScriptedToolCall  # noqa: E402
 from ststrace.testing.fakeapi import _Failure, _Reply  # noqa: E402
@@ -101,6 +107,17 @@ def test_round_trip(
     assert [m.get("usage") for m in replayed] == [m.get("usage") for m in original]
     assert any(m.get("usage") for m in replayed)
     assert all(m.get("model") == "gpt-test" for m in replayed if m["role"] == "assistant")
+
+
+def test_hugging_face_route_round_trip(patched: None, tmp_path: Path) -> None:
+    """``huggingface_hub.InferenceClient`` against ``hf_base_url``."""
+    pytest.importorskip("huggingface_hub")
+    first = record(tmp_path, hf_client, agents.hf_chat, False, False)
+    second = new_trace(tmp_path)
+    with replay(first) as api:
+        run(api, hf_client, agents.hf_chat, False, False, second)
+    assert api.misses == [] and len(api.requests) == 2
+    assert_same_conversation(first, second)
 
 
 @pytest.mark.parametrize(
