@@ -344,3 +344,56 @@ def test_assert_same_conversation_says_where(tmp_path: Path, patched: None) -> N
         m["timestamp"] += 1000
     assert_same_conversation(trace, later)
 
+
+
+# --------------------------------------------------------------------------- tools="recorded"
+
+
+@pytest.mark.parametrize(("name", "factory", "loop", "is_async"), [LOOPS[0], LOOPS[3]], ids=["chat", "responses-async"])
+def test_recorded_tools_do_not_run(name: str, factory: Any, loop: Any, is_async: bool, patched: None, tmp_path: Path) -> None:
+    """``tools="recorded"``: the ``@tool`` functions return what they returned
+    when the trace was recorded, without running: the world may have changed."""
+    first = record(tmp_path, factory, loop, is_async, False)
+    agents.CALLS.clear()
+    agents.WEATHER["Paris"] = "Rain, 9 C"  # would be a mismatch with live tools
+    second = new_trace(tmp_path)
+    with replay(first, tools="recorded") as api:
+        run(api, factory, loop, is_async, False, second)
+    assert agents.CALLS == []
+    assert api.recorded_tools.answered == [("get_weather", "call_weather01"), ("get_time", "call_time02")]
+    assert_same_conversation(first, second)
+    # After the block the functions run again.
+    assert agents.get_weather("Paris") == "Rain, 9 C"
+
+
+def test_recorded_tools_outside_a_session_match_by_arguments(patched: None, tmp_path: Path) -> None:
+    """No session, so no tool-call id: the recorded call with the same name and
+    arguments answers; unknown arguments run the function."""
+    first = _chat_recording(tmp_path)
+    agents.CALLS.clear()
+    with replay(first, tools="recorded") as api:
+        agents.chat(openai_client(api), False)
+        assert agents.get_weather("Oslo") == "Clear in Oslo"
+    assert agents.CALLS == ["get_weather(Oslo)"]
+
+
+def test_recorded_tools_keep_dicts(tmp_path: Path) -> None:
+    """A result ``@tool`` wrote as JSON comes back as the dict it was; a string as the string."""
+    from ststrace import tool
+
+    ran: list[str] = []
+
+    @tool
+    def lookup(key: str) -> Any:
+        ran.append(key)
+        return {"key": key, "values": [1, 2]} if key == "a" else "{not json"
+
+    path = new_trace(tmp_path)
+    with Session(path):
+        lookup("a")
+        lookup("b")
+    ran.clear()
+    with replay(path, tools="recorded", strict=False):
+        assert lookup("a") == {"key": "a", "values": [1, 2]}
+        assert lookup("b") == "{not json"
+    assert ran == []

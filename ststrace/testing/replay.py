@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import orjson
 
+from .. import _context
 from .._adapters.inputs import collect
 from .._reader import Trace, read, read_header
 from .fakeapi import Endpoint, FakeAPI, ScriptedToolCall, _Failure, _Reply
@@ -46,6 +47,7 @@ from .fakeapi import Endpoint, FakeAPI, ScriptedToolCall, _Failure, _Reply
 __all__ = [
     "PROTOCOLS",
     "Miss",
+    "RecordedTools",
     "ReplayAPI",
     "ReplayMismatch",
     "ReplayProtocol",
@@ -274,14 +276,7 @@ class _Recording:
                 if msg.get("role") == "assistant":
                     self.turns.append(_Turn(si, i, anchor, msg))
                     anchor = i
-        self.by_reply = {(t.session, t.index): t for t in self.turns}
-        # Tool results by call id, for tools="recorded".
-        self.tool_results: dict[str, str] = {}
-        for trace in sessions:
-            for msg in trace.messages:
-                cid = msg.get("toolCallId")
-                if msg.get("role") == "tool" and isinstance(cid, str):
-                    self.tool_results.setdefault(cid, str(msg.get("content", "")))
+
 
     def where(self, turn: _Turn) -> str:
         trace = self.sessions[turn.session]
@@ -414,6 +409,51 @@ def _recorded_reply(msg: Message) -> _Reply:
     )
 
 
+class RecordedTools:
+    """The recorded results of tool calls, handed to ``@tool`` calls instead of
+    running them (``replay(..., tools="recorded")``).
+
+    A call is found by its tool-call id (the ``@tool`` call answers a reply the
+    replay server sent, so it has the recorded id), else by tool name and
+    arguments. A result recorded as a JSON object or array is returned decoded
+    (``@tool`` wrote the function's dict or list as JSON), any other as its text.
+    """
+
+    def __init__(self, sessions: list[Trace]) -> None:
+        results: dict[str, str] = {}
+        calls: list[tuple[str, str, Any]] = []  # (id, name, arguments)
+        for trace in sessions:
+            for msg in trace.messages:
+                cid = msg.get("toolCallId")
+                if msg.get("role") == "tool" and isinstance(cid, str):
+                    results.setdefault(cid, str(msg.get("content", "")))
+                for c in msg.get("toolCalls") or ():
+                    fn = c.get("function") or {}
+                    args = fn.get("arguments")
+                    calls.append((str(c.get("id")), str(fn.get("name")), _loose_json(args) if isinstance(args, str) else args))
+        self._results = results
+        self._calls = [c for c in calls if c[0] in results]
+        self._used: set[str] = set()
+        self._lock = threading.Lock()
+        #: Tool calls answered from the recording, as ``(name, call id)``.
+        self.answered: list[tuple[str, str]] = []
+
+    def take(self, name: str, call_id: str | None, arguments: Any) -> tuple[bool, Any]:
+        with self._lock:
+            cid = call_id if call_id in self._results else None
+            if cid is None:
+                same = [c for c, n, a in self._calls if n == name and a == arguments]
+                fresh = [c for c in same if c not in self._used]
+                if not same:
+                    return False, None
+                cid = (fresh or same)[0]
+            self._used.add(cid)
+            self.answered.append((name, cid))
+            text = self._results[cid]
+        value = _loose_json(text) if text[:1] in ("{", "[") else None
+        return True, value if isinstance(value, (dict, list)) else text
+
+
 _RESPONSE_ID = re.compile(r"^resp_fake(\d+)$")
 
 
@@ -433,6 +473,9 @@ class ReplayAPI(FakeAPI):
         self.strict = strict
         self.tools = tools
         self.recording = _Recording(sessions)
+        #: The recorded tool results ``@tool`` calls get (``tools="recorded"``).
+        self.recorded_tools = RecordedTools(sessions)
+        self._previous_tools: Any = None
         #: Requests the recording did not answer, in arrival order.
         self.misses: list[Miss] = []
         self._served: dict[tuple[int, int], int] = {}
@@ -452,8 +495,16 @@ class ReplayAPI(FakeAPI):
     # -- lifecycle ---------------------------------------------------------
 
     def start(self) -> ReplayAPI:
+        if self.tools == "recorded" and _context.replayed_tools is not self.recorded_tools:
+            self._previous_tools = _context.replayed_tools
+            _context.replayed_tools = self.recorded_tools
         super().start()
         return self
+
+    def stop(self) -> None:
+        super().stop()
+        if _context.replayed_tools is self.recorded_tools:
+            _context.replayed_tools = self._previous_tools
 
     def __enter__(self) -> ReplayAPI:
         return self.start()
