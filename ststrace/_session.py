@@ -898,7 +898,29 @@ class Session:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._writer else "new")
+        trace = self._written() if self._closed else None
+        if trace is not None:
+            from ._reader import summary
+
+            state += ": " + summary(trace.header, trace.messages).split(" ", 1)[1]
         return f"<ststrace.Session id={self.id!r} path={str(self._trace_path)!r} {state}>"
+
+    def _written(self) -> Any:
+        """The closed session's file as a Trace, or None (nothing written, unreadable)."""
+        path = self.path
+        if path is None or not path.is_file():
+            return None
+        from ._reader import read
+
+        try:
+            return read(path, strict=False)
+        except (OSError, ValueError):
+            return None
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter, once closed: the trace in the viewer (see ``Trace._repr_html_``)."""
+        trace = self._written() if self._closed else None
+        return None if trace is None else str(trace._repr_html_())
 
 
 def _check_prices(prices: Any) -> Any:
