@@ -1,7 +1,7 @@
 """Test helpers shipped with ststrace: a local fake LLM API server, trace replay and a network guard.
 
-Standard library only, so the examples can start the fake server without extra
-packages. Nothing here is imported by ``ststrace`` itself.
+Nothing beyond ststrace's own dependencies, so the examples can start the fake
+server without extra packages. Nothing here is imported by ``ststrace`` itself.
 """
 
 from __future__ import annotations
