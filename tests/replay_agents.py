@@ -174,3 +174,19 @@ def hf_chat(client: Any, stream: bool, prompt: str = USER) -> str:
             text = args if isinstance(args, str) else json.dumps(args)
             messages.append({"role": "tool", "tool_call_id": c["id"], "content": run_tool(c["function"]["name"], text)})
     raise AssertionError("the agent did not finish")
+
+
+def responses_stateful(client: Any, stream: bool, prompt: str = USER) -> str:
+    """Responses with ``previous_response_id``: each request sends the new items only."""
+    items: list[Any] = [{"role": "user", "content": prompt}]
+    previous = None
+    for _ in range(TURNS):
+        response = client.responses.create(
+            model=MODEL, instructions=SYSTEM, input=items, tools=RESPONSES_TOOLS, previous_response_id=previous
+        )
+        calls = [item for item in response.output if item.type == "function_call"]
+        if not calls:
+            return str(response.output_text)
+        previous = response.id
+        items = [{"type": "function_call_output", "call_id": c.call_id, "output": run_tool(c.name, c.arguments)} for c in calls]
+    raise AssertionError("the agent did not finish")

@@ -109,6 +109,26 @@ def test_round_trip(
     assert all(m.get("model") == "gpt-test" for m in replayed if m["role"] == "assistant")
 
 
+def test_stateful_responses_round_trip(patched: None, tmp_path: Path) -> None:
+    """``previous_response_id``: a request sends only the new turn; the replay
+    knows which reply it continues from the response id it gave."""
+    first = record(tmp_path, openai_client, agents.responses_stateful, False, False)
+    second = new_trace(tmp_path)
+    with replay(first) as api:
+        run(api, openai_client, agents.responses_stateful, False, False, second)
+    assert api.misses == [] and len(api.requests) == 2
+    assert api.requests[1].body["previous_response_id"] == "resp_fake0001"
+    assert_same_conversation(first, second)
+
+
+def test_stateful_responses_changed_result_is_a_mismatch(patched: None, tmp_path: Path) -> None:
+    first = record(tmp_path, openai_client, agents.responses_stateful, False, False)
+    agents.WEATHER["Paris"] = "Fog"
+    with pytest.raises(ReplayMismatch, match="request 2 .*\n.*first difference"):
+        with replay(first) as api:
+            agents.responses_stateful(openai_client(api), False)
+
+
 def test_hugging_face_route_round_trip(patched: None, tmp_path: Path) -> None:
     """``huggingface_hub.InferenceClient`` against ``hf_base_url``."""
     pytest.importorskip("huggingface_hub")
@@ -160,6 +180,21 @@ def test_changed_prompt_is_a_mismatch_naming_the_message(patched: None, tmp_path
     assert "+ sent:     \"What's the weather in Rome?\"" in text
     assert "closest recorded turn: reply 1 of session" in text
     assert len(api.requests) == 1  # not retried
+
+
+def test_streamed_miss_fails_fast(patched: None, tmp_path: Path) -> None:
+    """A streamed request that misses gets the 409 before any event: the SDK
+    raises at once (no retry, no hang), the block names the mismatch."""
+    path = record(tmp_path, anthropic_client, agents.messages, False, True)
+    import anthropic
+
+    with pytest.raises(ReplayMismatch, match=r"\+ sent:     'Weather in Oslo\?'"):
+        with replay(path) as api:
+            with pytest.raises(anthropic.APIStatusError) as error:
+                agents.messages(anthropic_client(api), True, prompt="Weather in Oslo?")
+            assert error.value.status_code == 409
+            assert error.value.body["error"]["type"] == "invalid_request_error"
+    assert len(api.requests) == 1
 
 
 def test_changed_tool_result_is_a_mismatch(patched: None, tmp_path: Path) -> None:
@@ -259,7 +294,7 @@ class PerAgent(FakeAPI):
     answer are the agent's own, so a reply served to the wrong conversation
     cannot pass for the right one."""
 
-    def _reply_for(self, endpoint: Any, body: dict[str, Any], n: int) -> _Reply | _Failure:
+    def _reply_for(self, endpoint: Any, body: dict[str, Any], n: int, request: Any) -> _Reply | _Failure:
         messages = body["messages"]
         i = int(re.search(r"Question (\d+)", messages[1]["content"]).group(1))  # type: ignore[union-attr]
         if messages[-1]["role"] == "tool":

@@ -427,8 +427,10 @@ class FakeAPI:
             s = self._scripted.popleft()
         return _Reply("tools" if s.tool_calls else "text", s.reasoning, s.text, tuple(s.tool_calls))
 
-    def _reply_for(self, endpoint: Endpoint, body: dict[str, Any], n: int) -> _Reply | _Failure:
-        """The reply to request number *n* (the replay server overrides this to answer from a trace)."""
+    def _reply_for(
+        self, endpoint: Endpoint, body: dict[str, Any], n: int, request: RecordedRequest
+    ) -> _Reply | _Failure:
+        """The reply to *request*, number *n* (the replay server overrides this to answer from a trace)."""
         if endpoint == "chat":
             results = _chat_results(body)
         elif endpoint == "responses":
@@ -1079,7 +1081,8 @@ class _Handler(BaseHTTPRequestHandler):
                 bad_json = True
         endpoint = _endpoint(self.path) if self.command == "POST" else None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        n = fake._record(RecordedRequest(self.command, self.path, headers, body, raw, endpoint))
+        request = RecordedRequest(self.command, self.path, headers, body, raw, endpoint)
+        n = fake._record(request)
 
         if endpoint is None:
             self._send_json(404, _error_body(None, 404, f"Unknown path {self.path}", "invalid_request_error", n), n)
@@ -1094,7 +1097,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(endpoint, 400, "Request body must be a JSON object.", None, n), n, endpoint)
             return
 
-        reply = fake._reply_for(endpoint, body, n)
+        reply = fake._reply_for(endpoint, body, n, request)
         if isinstance(reply, _Failure):
             error = _error_body(endpoint, reply.status, reply.message or "", reply.error_type, n)
             self._send_json(reply.status, error, n, endpoint, retry=reply.retry)

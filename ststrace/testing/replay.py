@@ -42,7 +42,7 @@ import orjson
 from .. import _context
 from .._adapters.inputs import collect
 from .._reader import Trace, read, read_header
-from .fakeapi import Endpoint, FakeAPI, ScriptedToolCall, _Failure, _Reply
+from .fakeapi import Endpoint, FakeAPI, RecordedRequest, ScriptedToolCall, _Failure, _Reply
 
 __all__ = [
     "PROTOCOLS",
@@ -545,7 +545,9 @@ class ReplayAPI(FakeAPI):
 
     # -- answering ---------------------------------------------------------
 
-    def _reply_for(self, endpoint: Endpoint, body: dict[str, Any], n: int) -> _Reply | _Failure:
+    def _reply_for(
+        self, endpoint: Endpoint, body: dict[str, Any], n: int, request: RecordedRequest
+    ) -> _Reply | _Failure:
         protocol = PROTOCOLS.get(endpoint)
         sent = protocol.conversation(body) if protocol is not None else None
         if sent is not None:
@@ -555,13 +557,12 @@ class ReplayAPI(FakeAPI):
                 with self._replay_lock:
                     self._by_request[n] = turn
                 return _recorded_reply(turn.reply)
-        path = self.requests[n - 1].path if n - 1 < len(self.requests) else ""
-        miss = Miss(n, path, self._explain(n, path, sent))
+        miss = Miss(n, request.path, self._explain(n, request.path, sent))
         with self._replay_lock:
             self.misses.append(miss)
         if self.strict:
             return _Failure(409, miss.message, "invalid_request_error", retry=False)
-        return super()._reply_for(endpoint, body, n)
+        return super()._reply_for(endpoint, body, n, request)
 
     def _match(self, sent: list[Message], previous: str | None) -> _Turn | None:
         after: _Turn | None = None
