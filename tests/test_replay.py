@@ -432,3 +432,27 @@ def test_recorded_tools_keep_dicts(tmp_path: Path) -> None:
         assert lookup("a") == {"key": "a", "values": [1, 2]}
         assert lookup("b") == "{not json"
     assert ran == []
+
+
+# --------------------------------------------------------------------------- protocols
+
+
+def test_a_protocol_plugs_in_by_endpoint(patched: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``register_protocol``: the replay server reads a protocol's requests with
+    the protocol's own function (here a Chat dialect whose prompts carry a
+    volatile ``[request N]`` prefix the recording has not)."""
+    from ststrace.testing import ReplayProtocol, register_protocol
+    from ststrace.testing import _replay as replay_module
+
+    path = _chat_recording(tmp_path)
+    plain = replay_module.PROTOCOLS["chat"]
+
+    def conversation(body: dict[str, Any]) -> Any:
+        messages = plain.conversation(body) or []
+        return [{**m, "content": re.sub(r"^\[request \d+\] ", "", m["content"])} for m in messages]
+
+    monkeypatch.setitem(replay_module.PROTOCOLS, "chat", plain)
+    register_protocol(ReplayProtocol("chat", conversation))
+    with replay(path) as api:
+        assert agents.chat(openai_client(api), False, prompt=f"[request 7] {USER}") == read(path).messages[-1]["content"]
+    assert api.misses == []

@@ -15,12 +15,13 @@ from ststrace.testing.fakeapi import (
     ScriptedToolCall,
 )
 from ststrace.testing.netguard import ExternalNetworkError, localhost_only
-from ststrace.testing.replay import ReplayAPI, ReplayMismatch, ReplayProtocol, register_protocol, replay
+from ststrace.testing._replay import Miss, ReplayAPI, ReplayMismatch, ReplayProtocol, register_protocol, replay
 
 __all__ = [
     "DEFAULT_TOOL_CALLS",
     "ExternalNetworkError",
     "FakeAPI",
+    "Miss",
     "RecordedRequest",
     "ReplayAPI",
     "ReplayMismatch",

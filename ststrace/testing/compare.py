@@ -18,7 +18,7 @@ _USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens", "rea
 
 def _sessions(value: Any) -> list[Trace]:
     from .._session import Session
-    from .replay import load_sessions
+    from ._replay import load_sessions
 
     if isinstance(value, Session):
         if value.path is None:

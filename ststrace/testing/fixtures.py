@@ -52,7 +52,7 @@ def fake_llm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
             pytrace=False,
         )
     if kind == "replay" and path is not None:
-        from ststrace.testing.replay import replay
+        from ststrace.testing._replay import replay
 
         api: Any = replay(path)
     else:

@@ -18,10 +18,13 @@ earlier request was answered, so an agent that trims old history still
 replays. System messages are compared by presence, not position: the recorder
 writes each one once, where it starts to apply.
 
-Protocols plug in through :class:`ReplayProtocol`: the fake server's endpoint
-name and a function from a request body to the normalised conversation.
-Rendering is the fake server's own for that endpoint, which honours a recorded
-``_Reply`` (``usage``, ``model``, ``ScriptedToolCall.id`` / ``arguments_text``).
+Protocols plug in through :class:`ReplayProtocol` and :func:`register_protocol`:
+the fake server's endpoint name, a function from a request body to the
+normalised conversation, and optionally one giving the server-side
+conversation a request continues. Rendering is the fake server's own for that
+endpoint, which must honour a recorded ``_Reply`` (``recorded``, ``usage``,
+``model``, and ``ScriptedToolCall.id`` / ``arguments_text`` for the recorded
+tool-call ids and argument text).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ import difflib
 import os
 import re
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal
