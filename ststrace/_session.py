@@ -33,6 +33,10 @@ _time_ns = time.time_ns
 #: run of millions of unanswered calls cannot grow memory without bound.
 MAX_PENDING = 10_000
 
+#: A closed session's repr() and notebook view read its file, up to this size.
+_REPR_MAX_BYTES = 16 * 1024 * 1024
+
+
 def _env_flag(name: str) -> bool:
     return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -906,13 +910,14 @@ class Session:
         return f"<ststrace.Session id={self.id!r} path={str(self._trace_path)!r} {state}>"
 
     def _written(self) -> Any:
-        """The closed session's file as a Trace, or None (nothing written, unreadable)."""
+        """The closed session's file as a Trace, or None (nothing written,
+        unreadable, or too big to read for a repr)."""
         path = self.path
-        if path is None or not path.is_file():
-            return None
-        from ._reader import read
-
         try:
+            if path is None or path.stat().st_size > _REPR_MAX_BYTES:
+                return None
+            from ._reader import read
+
             return read(path, strict=False)
         except (OSError, ValueError):
             return None

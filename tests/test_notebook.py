@@ -9,6 +9,8 @@ import html
 import re
 from pathlib import Path
 
+import pytest
+
 import ststrace
 from ststrace import Session, Trace
 
@@ -58,3 +60,15 @@ def test_html_is_a_sandboxed_srcdoc_iframe(tmp_path: Path) -> None:
     # The payload is neither markup in the iframe tag nor in the page.
     assert "<script>alert" not in page and "<img" not in page.replace("&lt;img", "")
     assert "<script>alert(1)" not in inner and "\\u003c/iframe\\u003e" in inner
+
+
+def test_a_big_closed_session_is_not_read_for_its_repr(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """repr() must stay cheap: past the cap the file is not read at all."""
+    from ststrace import _session
+
+    path = tmp_path / "big.jsonl"
+    with Session(path) as s:
+        s.user("x" * 2000)
+    monkeypatch.setattr(_session, "_REPR_MAX_BYTES", 1000)
+    assert repr(s).endswith(" closed>")
+    assert s._repr_html_() is None

@@ -280,7 +280,6 @@ class _Recording:
                     self.turns.append(_Turn(si, i, anchor, msg))
                     anchor = i
 
-
     def where(self, turn: _Turn) -> str:
         trace = self.sessions[turn.session]
         n = sum(1 for t in self.turns if t.session == turn.session and t.index <= turn.index)
