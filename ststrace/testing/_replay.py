@@ -121,19 +121,39 @@ def _is_sts(path: Path) -> bool:
     return is_sts(path)
 
 
-def _children(parents: list[Trace], directory: Path) -> list[Trace]:
-    """Sub-agent sessions beside the parents' files (``parentSessionId`` chains)."""
-    wanted = {t.id for t in parents}
+#: directory -> (its .jsonl file names, the sub-agent headers among them): a
+#: suite replaying one trace per test from one directory reads each header once.
+_CHILD_HEADERS: dict[Path, tuple[list[str], list[tuple[Path, dict[str, Any]]]]] = {}
+_CHILD_HEADERS_LOCK = threading.Lock()
+
+
+def _child_headers(directory: Path) -> list[tuple[Path, dict[str, Any]]]:
+    names = sorted(n for n in os.listdir(directory) if n.endswith(".jsonl"))
+    with _CHILD_HEADERS_LOCK:
+        cached = _CHILD_HEADERS.get(directory)
+    if cached is not None and cached[0] == names:
+        return cached[1]
     headers: list[tuple[Path, dict[str, Any]]] = []
-    for p in sorted(directory.glob("*.jsonl")):
-        if any(t.path is not None and p.samefile(t.path) for t in parents):
-            continue
+    for name in names:
+        p = directory / name
         try:
             header = read_header(p)
         except (OSError, ValueError):
             continue
         if isinstance(header.get("parentSessionId"), str):
             headers.append((p, header))
+    with _CHILD_HEADERS_LOCK:
+        if len(_CHILD_HEADERS) > 64:
+            _CHILD_HEADERS.clear()
+        _CHILD_HEADERS[directory] = (names, headers)
+    return headers
+
+
+def _children(parents: list[Trace], directory: Path) -> list[Trace]:
+    """Sub-agent sessions beside the parents' files (``parentSessionId`` chains)."""
+    wanted = {t.id for t in parents}
+    own = {t.path.resolve() for t in parents if t.path is not None}
+    headers = [(p, h) for p, h in _child_headers(directory.resolve()) if p.resolve() not in own]
     found: list[Trace] = []
     changed = True
     while changed:
