@@ -26,6 +26,7 @@ from fakeapi_fixtures import (  # noqa: E402
     hf_client,
     openai_client,
 )
+import ststrace  # noqa: E402
 from ststrace import Session, read  # noqa: E402
 from ststrace.testing import ScriptedToolCall  # noqa: E402
 from ststrace.testing.fakeapi import _Failure, _Reply  # noqa: E402
@@ -101,6 +102,7 @@ def test_round_trip(
     assert answer == original[-1]["content"]
     assert agents.CALLS == ["get_weather(Paris)", "get_time(Europe/Paris)"] * 2
     assert_same_conversation(first, second)
+    assert [p for p in ststrace.validate(second) if p.severity == "error"] == []
     replayed = read(second).messages
     # Exact ids and usage, not just "equal after normalising".
     assert [m.get("toolCalls") for m in replayed] == [m.get("toolCalls") for m in original]
