@@ -1,6 +1,7 @@
-"""``ststrace.testing.replay`` under a real framework: the OpenAI Agents SDK
-(Responses and Chat Completions models, a handoff), recorded, replayed and
-recorded again: the same conversation."""
+"""``ststrace.testing.replay`` under real frameworks: the OpenAI Agents SDK
+(Responses and Chat Completions models, a handoff; run and run_streamed) and
+LangGraph's ``create_react_agent``, recorded, replayed and recorded again: the
+same conversation."""
 
 from __future__ import annotations
 
@@ -60,3 +61,25 @@ async def test_agents_sdk_changed_prompt_fails_loudly(instrumented_all: None, tm
     with pytest.raises(ReplayMismatch, match=r"first difference: message 2 of the request \(user\)"):
         with replay(first) as api:
             await run(build("responses", api), new_trace(tmp_path), False, prompt="Weather in Oslo?")
+
+
+# --------------------------------------------------------------------------- LangGraph
+
+
+@pytest.mark.filterwarnings("ignore:create_react_agent has been moved")
+@pytest.mark.parametrize("responses_api", [False, True], ids=["chat", "responses"])
+def test_langgraph_round_trip(responses_api: bool, instrumented_all: None, tmp_path: Path) -> None:
+    """LangGraph's ``create_react_agent`` (tools in worker threads, ChatOpenAI
+    over Chat Completions or Responses): record, replay, the same conversation."""
+    pytest.importorskip("langgraph")
+    from test_langchain import TOOLS
+    from test_langchain import agent as react_agent
+
+    first, second = new_trace(tmp_path), new_trace(tmp_path)
+    with FakeAPI() as fake, Session(first):
+        react_agent(fake, TOOLS, use_responses_api=responses_api).invoke({"messages": [("user", USER)]})
+    with replay(first) as api, Session(second):
+        out = react_agent(api, TOOLS, use_responses_api=responses_api).invoke({"messages": [("user", USER)]})
+    assert read(first).messages[-1]["content"] in str(out["messages"][-1].content)
+    assert api.misses == [] and len(api.requests) == 2
+    assert_same_conversation(first, second)
