@@ -26,3 +26,10 @@ def current_session() -> Session | None:
 #: The ``@tool`` call (or integration tool scope) running in this context, so a
 #: Session opened inside it links to it as a sub-agent (see ``_subagents``).
 current_tool_call: ContextVar[Any] = ContextVar("ststrace.current_tool_call", default=None)
+
+#: Set by ``ststrace.testing.replay(..., tools="recorded")`` while its server
+#: runs: ``take(name, call_id, arguments)`` gives ``(True, recorded result)`` for
+#: a ``@tool`` call the recording answers, so the function does not run. A
+#: plain global, not a context variable: worker threads and tasks started
+#: anywhere see it. ``None`` (the rule) costs the wrapper one attribute read.
+replayed_tools: Any = None

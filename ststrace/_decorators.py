@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar, overload
 import orjson
 import wrapt
 
-from . import _records
+from . import _context, _records
 from ._context import bound_tool_call_id, current, current_tool_call, in_llm_call
 from ._encode import content_text, dumps, json_text
 from ._errors import internal_error, logger
@@ -386,10 +386,19 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
         def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             session = current.get()
             if session is None:
+                if _context.replayed_tools is not None:
+                    found = _replayed(spec, None, instance, args, kwargs)
+                    if found is not _NOT_RECORDED:
+                        return found
                 return wrapped(*args, **kwargs)
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return wrapped(*args, **kwargs)
+            if _context.replayed_tools is not None:
+                found = _replayed(spec, call_id, instance, args, kwargs)
+                if found is not _NOT_RECORDED:
+                    _finish_tool(spec, session, call_id, found)
+                    return found
             # The running call, so a Session opened inside links to it (sub-agents).
             call = _ToolCall(session, call_id, spec)
             scope = _enter_tool_scope(call)
@@ -408,13 +417,25 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
         def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
             session = current.get()
             if session is None:
-                return wrapped(*args, **kwargs)
+                coro = wrapped(*args, **kwargs)
+                if _context.replayed_tools is not None:
+                    found = _replayed(spec, None, instance, args, kwargs)
+                    if found is not _NOT_RECORDED:
+                        coro.close()
+                        return _value(found)
+                return coro
             # Created first: wrong arguments raise here, before anything is
             # recorded, exactly as for the undecorated function.
             coro = wrapped(*args, **kwargs)
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return coro
+            if _context.replayed_tools is not None:
+                found = _replayed(spec, call_id, instance, args, kwargs)
+                if found is not _NOT_RECORDED:
+                    coro.close()
+                    _finish_tool(spec, session, call_id, found)
+                    return _value(found)
             return _run_tool_async(coro, spec, session, call_id)
 
     else:
@@ -434,6 +455,28 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             return trace(gen, begin, False)
 
     return _Wrapper(func, wrapper)
+
+
+_NOT_RECORDED: Any = object()
+
+
+def _replayed(spec: _ToolSpec, call_id: str | None, instance: Any, args: Any, kwargs: Any) -> Any:
+    """The recorded result a replay gives this call instead of running it
+    (``replay(..., tools="recorded")``), or ``_NOT_RECORDED``."""
+    try:
+        replay = _context.replayed_tools
+        if replay is None:
+            return _NOT_RECORDED
+        arguments = _json_normal(spec.binder.bind(instance, args, kwargs))
+        found, value = replay.take(spec.name, call_id, arguments)
+        return value if found else _NOT_RECORDED
+    except Exception as exc:
+        internal_error(exc, f"@tool {spec.name}")
+        return _NOT_RECORDED
+
+
+async def _value(value: Any) -> Any:
+    return value
 
 
 async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str) -> Any:

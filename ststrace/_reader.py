@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generator, Iterator, Literal, NamedTuple
@@ -24,6 +26,39 @@ class Trace:
     @property
     def id(self) -> str:
         return str(self.header.get("id", ""))
+
+    def __repr__(self) -> str:
+        return f"<ststrace.Trace {summary(self.header, self.messages)}>"
+
+    def _repr_html_(self) -> str:
+        """Jupyter: the viewer's page in a sandboxed iframe (see ``_view.notebook``)."""
+        # Imported by name: the viewer reads traces with this module, and the
+        # arrows stay one way (as _session does for _hub).
+        html: str = importlib.import_module("ststrace._view.notebook").iframe(self)
+        return html
+
+
+def _short(text: str, limit: int = 80) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+def summary(header: dict[str, Any], messages: list[dict[str, Any]]) -> str:
+    """``id='…' name='…' 6 messages (1 system, 1 user, 2 assistant, 2 tool), 2 tool calls, first prompt '…'``."""
+    roles = Counter(str(m.get("role")) for m in messages)
+    calls = sum(len(m.get("toolCalls") or ()) for m in messages)
+    counts = ", ".join(f"{roles[r]} {r}" for r in ("system", "user", "assistant", "tool") if roles[r])
+    head = f"id={header.get('id')!r}"
+    if header.get("name"):
+        head += f" name={header['name']!r}"
+    parts = [head]
+    parts.append(f"{len(messages)} messages" + (f" ({counts})" if counts else ""))
+    if calls:
+        parts.append(f"{calls} tool calls")
+    first = next((m.get("content") for m in messages if m.get("role") == "user"), None)
+    if isinstance(first, str):
+        parts.append(f"first prompt {_short(first)!r}")
+    return parts[0] + " " + ", ".join(parts[1:]) if len(parts) > 1 else parts[0]
 
 
 class Problem(NamedTuple):

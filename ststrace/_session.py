@@ -36,6 +36,10 @@ _registry.on_ended_empty(_unrecorded.warn)
 #: run of millions of unanswered calls cannot grow memory without bound.
 MAX_PENDING = 10_000
 
+#: A closed session's repr() and notebook view read its file, up to this size.
+_REPR_MAX_BYTES = 16 * 1024 * 1024
+
+
 def _env_flag(name: str) -> bool:
     return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -903,7 +907,30 @@ class Session:
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._writer else "new")
+        trace = self._written() if self._closed else None
+        if trace is not None:
+            from ._reader import summary
+
+            state += ": " + summary(trace.header, trace.messages).split(" ", 1)[1]
         return f"<ststrace.Session id={self.id!r} path={str(self._trace_path)!r} {state}>"
+
+    def _written(self) -> Any:
+        """The closed session's file as a Trace, or None (nothing written,
+        unreadable, or too big to read for a repr)."""
+        path = self.path
+        try:
+            if path is None or path.stat().st_size > _REPR_MAX_BYTES:
+                return None
+            from ._reader import read
+
+            return read(path, strict=False)
+        except (OSError, ValueError):
+            return None
+
+    def _repr_html_(self) -> str | None:
+        """Jupyter, once closed: the trace in the viewer (see ``Trace._repr_html_``)."""
+        trace = self._written() if self._closed else None
+        return None if trace is None else str(trace._repr_html_())
 
 
 def _check_prices(prices: Any) -> Any:

@@ -14,6 +14,15 @@ it; a ``Session`` the code under test opens becomes its child. At the end of the
 run ``DIR/index.json`` lists every test: outcome (``passed`` / ``failed`` /
 ``skipped``), a one-line reason, duration, message count, tokens and file.
 
+Replaying: ``--ststrace-record=DIR`` records like ``--ststrace=DIR`` and makes
+the ``fake_llm`` fixture step aside (the provider the environment names
+answers, and is recorded); ``--ststrace-replay=DIR`` makes ``fake_llm`` a
+:func:`ststrace.testing.replay` of the test's own trace in DIR (same file name)
+with the providers' variables pointing at it. A test without a trace there
+fails with the path looked for, or is recorded into DIR with
+``--ststrace-record-missing``. ``@pytest.mark.ststrace_replay("file.jsonl")``
+names a test's trace (relative to the test file), with or without the options.
+
 With pytest-xdist the controller picks DIR and hands it to the workers; each
 worker writes the files of the tests it runs (created exclusively, never
 clobbered) and the controller writes the index from the reports it receives
@@ -33,7 +42,7 @@ from typing import Any
 
 import pytest
 
-from ststrace.testing.fixtures import fake_llm
+from ststrace.testing.fixtures import REPLAY_PLAN, Plan, fake_llm
 
 __all__ = ["fake_llm", "ststrace_session"]
 
@@ -56,10 +65,54 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="record one STS trace per test in DIR (write --ststrace=DIR; default "
         "./traces/pytest/<run timestamp>/) and an index.json of the run. Also: STSTRACE_PYTEST=1.",
     )
+    group.addoption(
+        "--ststrace-record",
+        action="store",
+        default=None,
+        metavar="DIR",
+        dest="ststrace_record",
+        help="record one trace per test in DIR for --ststrace-replay=DIR; the fake_llm fixture "
+        "steps aside, so the model the environment names answers",
+    )
+    group.addoption(
+        "--ststrace-replay",
+        action="store",
+        default=None,
+        metavar="DIR",
+        dest="ststrace_replay",
+        help="the fake_llm fixture replays each test's recorded trace in DIR (a test without one fails)",
+    )
+    group.addoption(
+        "--ststrace-record-missing",
+        action="store_true",
+        default=False,
+        dest="ststrace_record_missing",
+        help="with --ststrace-replay=DIR: record the tests that have no trace in DIR yet instead of failing them",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "ststrace_replay(path): the fake_llm fixture replays this trace (relative to the test file)"
+    )
     value = config.getoption("ststrace", None)
+    record = config.getoption("ststrace_record", None)
+    replay_dir = config.getoption("ststrace_replay", None)
+    missing = bool(config.getoption("ststrace_record_missing", False))
+    if record is not None and replay_dir is not None:
+        raise pytest.UsageError("--ststrace-record and --ststrace-replay exclude each other")
+    if missing and replay_dir is None:
+        raise pytest.UsageError("--ststrace-record-missing needs --ststrace-replay=DIR")
+    base = config.invocation_params.dir
+    replay_path = _absolute(base, replay_dir) if replay_dir else None
+    config.stash[REPLAY_PLAN] = lambda item: _plan(item, record is not None, replay_path, missing)
+    if record is not None:
+        if value is not None:
+            raise pytest.UsageError("--ststrace-record=DIR is --ststrace=DIR for replays: give one of them")
+        value = record
+    only_missing = None
+    if missing and replay_path is not None:
+        value, only_missing = str(replay_path), replay_path
     if value is None:
         if os.environ.get(ENV_FLAG, "").strip().lower() in _FALSE:
             return  # not asked for: the plugin stays out of the run
@@ -85,7 +138,77 @@ def pytest_configure(config: pytest.Config) -> None:
             directory.mkdir(parents=True, exist_ok=True, mode=0o700)
         except OSError as exc:
             raise pytest.UsageError(f"--ststrace: cannot create {directory}: {exc}") from exc
-    config.pluginmanager.register(_Recorder(directory, worker=workerinput is not None, run=run), "ststrace-recorder")
+    recorder = _Recorder(directory, worker=workerinput is not None, run=run)
+    if only_missing is not None:
+        recorder.only_missing = True
+    config.pluginmanager.register(recorder, "ststrace-recorder")
+
+
+_GUARD: list[Any] = []
+
+
+def _clean_nodeid(text: str) -> str:
+    """*text* redacted as a session header's node id is.
+
+    The session redacts the node id in the header; the file name and the index
+    must not hold what the header hides (a token in a parametrize id, or in a
+    failure message), and the index must find the test's file by the header's
+    (redacted) node id. Same default as Session(redact=True)."""
+    if not _GUARD:
+        from ._guard import make_guard
+
+        _GUARD.append(make_guard(True, None))
+    guard = _GUARD[0]
+    if guard is None:
+        return text
+    # Through the header's own path, so the result equals the header's node id.
+    value = guard.header({"type": "session", "nodeid": text}).get("nodeid")
+    return value if isinstance(value, str) else text
+
+
+_ITEM_PLAN = pytest.StashKey[Plan]()
+
+
+def _absolute(base: Path, value: str) -> Path:
+    path = Path(value).expanduser()
+    return path if path.is_absolute() else base / path
+
+
+def trace_file(nodeid: str) -> str:
+    """The file name a test's trace gets: its node id, redacted as the header's
+    is, made a safe file name (see :func:`file_name`)."""
+    return file_name(_clean_nodeid(nodeid)) + ".jsonl"
+
+
+def _marked(item: pytest.Item) -> Path | None:
+    marker = item.get_closest_marker("ststrace_replay")
+    if marker is None:
+        return None
+    if len(marker.args) != 1 or not isinstance(marker.args[0], (str, os.PathLike)):
+        raise pytest.UsageError(f"{item.nodeid}: write @pytest.mark.ststrace_replay(\"trace.jsonl\") (one path)")
+    path = Path(marker.args[0]).expanduser()
+    return path if path.is_absolute() else Path(item.path).parent / path
+
+
+def _plan(item: pytest.Item, recording: bool, replay_dir: Path | None, missing: bool) -> Plan:
+    """What ``fake_llm`` serves *item*: ``("fake", None)``, ``("live", None)``,
+    ``("replay", path)``, or ``("missing", path)`` (a trace to replay is not there).
+    Decided once per test: a trace recorded for it must not turn it into a replay."""
+    plan = item.stash.get(_ITEM_PLAN, None)
+    if plan is None:
+        plan = item.stash[_ITEM_PLAN] = _decide(item, recording, replay_dir, missing)
+    return plan
+
+
+def _decide(item: pytest.Item, recording: bool, replay_dir: Path | None, missing: bool) -> Plan:
+    path = _marked(item)
+    if path is None and replay_dir is not None:
+        path = replay_dir / trace_file(item.nodeid)
+    if path is None:
+        return ("live", None) if recording else ("fake", None)
+    if path.is_file():
+        return ("replay", path)
+    return ("live", None) if missing or recording else ("missing", path)
 
 
 def _default_dir(base: Path) -> Path:
@@ -158,22 +281,13 @@ class _Recorder:
         self.directory = directory
         self.worker = worker
         self.run = run
+        #: Record only the tests with no trace to replay (--ststrace-record-missing).
+        self.only_missing = False
         self.outcomes: dict[str, _Outcome] = {}
         self.started = _dt.datetime.now(_dt.timezone.utc)
-        from ._guard import make_guard
-
-        # The session redacts the node id in the header; the file name and the
-        # index must not hold what the header hides (a token in a parametrize id,
-        # or in a failure message), and the index must find the test's file by the
-        # header's (redacted) node id. Same default as Session(redact=True).
-        self._guard = make_guard(True, None)
 
     def _clean(self, text: str) -> str:
-        if self._guard is None:
-            return text
-        # Through the header's own path, so the result equals the header's node id.
-        value = self._guard.header({"type": "session", "nodeid": text}).get("nodeid")
-        return value if isinstance(value, str) else text
+        return _clean_nodeid(text)
 
     # -- xdist: the controller hands its directory to every worker ---------------
 
@@ -186,7 +300,9 @@ class _Recorder:
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[Any]:
-        session = self._open(item)
+        plan = item.config.stash.get(REPLAY_PLAN, None)
+        skip = self.only_missing and plan is not None and plan(item)[0] == "replay"
+        session = None if skip else self._open(item)
         try:
             return (yield)
         finally:

@@ -1,11 +1,12 @@
-"""Test helpers shipped with ststrace: a local fake LLM API server and a network guard.
+"""Test helpers shipped with ststrace: a local fake LLM API server, trace replay and a network guard.
 
-Standard library only, so the examples can start the fake server without extra
-packages. Nothing here is imported by ``ststrace`` itself.
+Nothing beyond ststrace's own dependencies, so the examples can start the fake
+server without extra packages. Nothing here is imported by ``ststrace`` itself.
 """
 
 from __future__ import annotations
 
+from ststrace.testing.compare import assert_same_conversation, conversation_differences
 from ststrace.testing.fakeapi import (
     DEFAULT_TOOL_CALLS,
     FakeAPI,
@@ -14,13 +15,22 @@ from ststrace.testing.fakeapi import (
     ScriptedToolCall,
 )
 from ststrace.testing.netguard import ExternalNetworkError, localhost_only
+from ststrace.testing._replay import Miss, ReplayAPI, ReplayMismatch, ReplayProtocol, register_protocol, replay
 
 __all__ = [
     "DEFAULT_TOOL_CALLS",
     "ExternalNetworkError",
     "FakeAPI",
+    "Miss",
     "RecordedRequest",
+    "ReplayAPI",
+    "ReplayMismatch",
+    "ReplayProtocol",
     "ScriptedReply",
     "ScriptedToolCall",
+    "assert_same_conversation",
+    "conversation_differences",
     "localhost_only",
+    "register_protocol",
+    "replay",
 ]

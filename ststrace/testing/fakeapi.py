@@ -87,10 +87,14 @@ class ScriptedToolCall:
     name: str
     arguments: dict[str, Any]
     id_suffix: str
+    #: A recorded call's own id, sent as is to every API (a replay keeps ids).
+    id: str | None = None
+    #: A recorded call's argument text, sent as is instead of ``arguments`` encoded.
+    arguments_text: str | None = None
 
     @property
     def call_id(self) -> str:
-        return f"call_{self.id_suffix}"
+        return self.id or f"call_{self.id_suffix}"
 
     @property
     def item_id(self) -> str:
@@ -98,10 +102,12 @@ class ScriptedToolCall:
 
     @property
     def toolu_id(self) -> str:
-        return f"toolu_{self.id_suffix}"
+        return self.id or f"toolu_{self.id_suffix}"
 
     @property
     def arguments_json(self) -> str:
+        if self.arguments_text is not None:
+            return self.arguments_text
         # Compact, like the OpenAI API sends tool arguments.
         return json.dumps(self.arguments, separators=(",", ":"), ensure_ascii=False)
 
@@ -167,6 +173,11 @@ class _Reply:
     reasoning: str | None
     text: str | None
     tool_calls: tuple[ScriptedToolCall, ...] = ()
+    #: A reply from a trace (``ststrace.testing.replay``): its ``usage`` (STS
+    #: shape, or ``None`` for none) and ``model`` are reported instead of estimates.
+    recorded: bool = False
+    usage: dict[str, int] | None = None
+    model: str | None = None
 
 
 @dataclass(frozen=True)
@@ -174,6 +185,9 @@ class _Failure:
     status: int
     message: str | None
     error_type: str | None
+    #: False sends ``x-should-retry: false``, which the OpenAI and Anthropic SDKs
+    #: obey (they retry a 409 otherwise).
+    retry: bool = True
 
 
 @dataclass
@@ -448,6 +462,26 @@ class FakeAPI:
             time.sleep(s.delay)  # this request's own handler thread
         return _Reply("tools" if s.tool_calls else "text", s.reasoning, s.text, tuple(s.tool_calls))
 
+    def _reply_for(
+        self, endpoint: Endpoint, body: dict[str, Any], n: int, request: RecordedRequest
+    ) -> _Reply | _Failure:
+        """The reply to *request*, number *n* (the replay server overrides this to answer from a trace)."""
+        protocol = _BY_ENDPOINT.get(endpoint)
+        if endpoint == "gemini":
+            reply = self._plan(_gemini.tools_offered(body), _gemini.results(body))
+        elif protocol is not None:
+            reply = self._plan(protocol.tools_offered(body), protocol.results(body, request.path, _NATIVE))
+        else:
+            if endpoint == "chat":
+                results = _chat_results(body)
+            elif endpoint == "responses":
+                results = _responses_results(body)
+            else:
+                results = _anthropic_results(body)
+            reply = self._plan(_tools_offered(body), results, _parallel(body))
+        scripted = self._pop_scripted(body)
+        return reply if scripted is None else scripted
+
     def _plan(self, tools_offered: bool, results: list[str] | None, parallel: bool = True) -> _Reply:
         if results is not None:
             return _Reply(
@@ -550,12 +584,25 @@ def _anthropic_results(body: dict[str, Any]) -> list[str] | None:
     return results or None
 
 
+def _model(body: dict[str, Any], reply: _Reply) -> str:
+    return reply.model or str(body.get("model") or "fake-model")
+
+
+def _recorded_prompt(usage: dict[str, int]) -> int:
+    """Prompt tokens as OpenAI counts them: cache reads and writes included."""
+    return usage.get("input", 0) + usage.get("cacheRead", 0) + usage.get("cacheWrite", 0)
+
+
 def _prompt_tokens(body: dict[str, Any]) -> int:
     return _tokens(_dumps(body.get("messages") or body.get("input") or ""))
 
 
 # ---------------------------------------------------------------------------
 # OpenAI Chat Completions
+
+
+def _reports_usage(api: FakeAPI, reply: _Reply) -> bool:
+    return reply.usage is not None if reply.recorded else api.usage
 
 
 def _chat_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> dict[str, Any]:
@@ -576,7 +623,7 @@ def _chat_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> dic
         "id": f"chatcmpl-fake{n:04d}",
         "object": "chat.completion",
         "created": CREATED,
-        "model": str(body.get("model") or "fake-model"),
+        "model": _model(body, reply),
         "choices": [
             {
                 "index": 0,
@@ -585,13 +632,23 @@ def _chat_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> dic
                 "finish_reason": "tool_calls" if reply.tool_calls else "stop",
             }
         ],
-        "usage": _chat_usage(body, reply, api) if api.usage else None,
+        "usage": _chat_usage(body, reply, api) if _reports_usage(api, reply) else None,
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
 
 
 def _chat_usage(body: dict[str, Any], reply: _Reply, api: FakeAPI | None = None) -> dict[str, Any]:
+    if reply.usage is not None:
+        u = reply.usage
+        prompt, output = _recorded_prompt(u), u.get("output", 0)
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": output,
+            "total_tokens": prompt + output,
+            "prompt_tokens_details": {"cached_tokens": u.get("cacheRead", 0), "cache_write_tokens": u.get("cacheWrite", 0)},
+            "completion_tokens_details": {"reasoning_tokens": u["reasoning"]} if "reasoning" in u else None,
+        }
     cached = api.cached_tokens if api is not None else 0
     # OpenAI counts cached tokens inside prompt_tokens.
     prompt = _prompt_tokens(body) + cached
@@ -615,12 +672,12 @@ def _chat_usage(body: dict[str, Any], reply: _Reply, api: FakeAPI | None = None)
 
 def _chat_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> Iterator[bytes]:
     options = body.get("stream_options")
-    include_usage = isinstance(options, dict) and options.get("include_usage") is True and api.usage
+    include_usage = isinstance(options, dict) and options.get("include_usage") is True and _reports_usage(api, reply)
     base: dict[str, Any] = {
         "id": f"chatcmpl-fake{n:04d}",
         "object": "chat.completion.chunk",
         "created": CREATED,
-        "model": str(body.get("model") or "fake-model"),
+        "model": _model(body, reply),
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
@@ -740,7 +797,7 @@ def _response_object(
         "instructions": body.get("instructions"),
         "max_output_tokens": body.get("max_output_tokens"),
         "max_tool_calls": None,
-        "model": str(body.get("model") or "fake-model"),
+        "model": _model(body, reply),
         "output": output,
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "previous_response_id": body.get("previous_response_id"),
@@ -762,11 +819,24 @@ def _response_object(
                 "output_tokens_details": {"reasoning_tokens": reasoning_tokens},
                 "total_tokens": prompt + completion,
             }
-            if done and (api is None or api.usage)
+            if done and (api is None or api.usage) and not reply.recorded
+            else _responses_recorded_usage(reply.usage)
+            if done and reply.usage is not None
             else None
         ),
         "user": None,
         "metadata": body.get("metadata") or {},
+    }
+
+
+def _responses_recorded_usage(u: dict[str, int]) -> dict[str, Any]:
+    prompt, output = _recorded_prompt(u), u.get("output", 0)
+    return {
+        "input_tokens": prompt,
+        "input_tokens_details": {"cached_tokens": u.get("cacheRead", 0), "cache_write_tokens": u.get("cacheWrite", 0)},
+        "output_tokens": output,
+        "output_tokens_details": {"reasoning_tokens": u.get("reasoning", 0)},
+        "total_tokens": prompt + output,
     }
 
 
@@ -893,6 +963,16 @@ def _anthropic_blocks(reply: _Reply) -> list[dict[str, Any]]:
 
 
 def _anthropic_usage(body: dict[str, Any], reply: _Reply, api: FakeAPI | None = None) -> dict[str, Any]:
+    if reply.recorded:
+        # The Messages API always reports usage: zeros when the trace has none.
+        u = reply.usage or {}
+        return {
+            "input_tokens": u.get("input", 0),
+            "output_tokens": u.get("output", 0),
+            "cache_creation_input_tokens": u.get("cacheWrite", 0),
+            "cache_read_input_tokens": u.get("cacheRead", 0),
+            "service_tier": "standard",
+        }
     output = (_tokens(reply.reasoning) if reply.reasoning else 0) + (_tokens(reply.text) if reply.text else 0)
     output += sum(_tokens(c.arguments_json) for c in reply.tool_calls)
     return {
@@ -910,7 +990,7 @@ def _anthropic_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -
         "id": f"msg_fake{n:04d}",
         "type": "message",
         "role": "assistant",
-        "model": str(body.get("model") or "fake-model"),
+        "model": _model(body, reply),
         "content": _anthropic_blocks(reply),
         "stop_reason": "tool_use" if reply.tool_calls else "end_turn",
         "stop_sequence": None,
@@ -980,6 +1060,8 @@ _NATIVE: dict[str, Any] = {
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    # The default backlog of 5 resets connections when many agents call at once.
+    request_queue_size = 256
     fake: FakeAPI
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -1072,7 +1154,8 @@ class _Handler(BaseHTTPRequestHandler):
                 bad_json = True
         endpoint = _endpoint(self.path) if self.command == "POST" else None
         headers = {k.lower(): v for k, v in self.headers.items()}
-        n = fake._record(RecordedRequest(self.command, self.path, headers, body, raw, endpoint))
+        request = RecordedRequest(self.command, self.path, headers, body, raw, endpoint)
+        n = fake._record(request)
 
         if endpoint is None:
             self._send_json(404, _error_body(None, 404, f"Unknown path {self.path}", "invalid_request_error", n), n)
@@ -1087,18 +1170,20 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, _error_body(endpoint, 400, "Request body must be a JSON object.", None, n), n, endpoint)
             return
 
+        reply = fake._reply_for(endpoint, body, n, request)
+        if isinstance(reply, _Failure):
+            error = _error_body(endpoint, reply.status, reply.message or "", reply.error_type, n)
+            self._send_json(reply.status, error, n, endpoint, retry=reply.retry)
+            return
         if endpoint == "gemini":
-            reply = fake._pop_scripted() or fake._plan(_gemini.tools_offered(body), _gemini.results(body))
             if _gemini.is_stream(self.path):
                 events = _gemini.sse_reply(fake, self.path, body, reply, n)
                 self._send_stream(events, n, endpoint, fake._pop_drop())
             else:
                 self._send_json(200, _gemini.json_reply(fake, self.path, body, reply, n), n, endpoint)
+            return
         protocol = _BY_ENDPOINT.get(endpoint)
         if protocol is not None:
-            reply = fake._plan(protocol.tools_offered(body), protocol.results(body, self.path, _NATIVE))
-            scripted = fake._pop_scripted()
-            reply = scripted if scripted is not None else reply
             if protocol.streamed(self.path, body):
                 events = protocol.reply_stream(fake, body, reply, n, self.path, _NATIVE)
                 self._send_stream(events, n, endpoint, fake._pop_drop(), protocol.STREAM_CONTENT_TYPE)
@@ -1106,17 +1191,11 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send_json(200, protocol.reply_json(fake, body, reply, n, self.path, _NATIVE), n, endpoint)
             return
         if endpoint == "chat":
-            reply = fake._plan(_tools_offered(body), _chat_results(body), _parallel(body))
             json_fn, sse_fn = _chat_json, _chat_sse
         elif endpoint == "responses":
-            reply = fake._plan(_tools_offered(body), _responses_results(body), _parallel(body))
             json_fn, sse_fn = _responses_json, _responses_sse
         else:
-            reply = fake._plan(_tools_offered(body), _anthropic_results(body), _parallel(body))
             json_fn, sse_fn = _anthropic_json, _anthropic_sse
-        scripted = fake._pop_scripted(body)
-        if scripted is not None:
-            reply = scripted
 
         dialect = None
         if endpoint == "chat":
@@ -1141,11 +1220,15 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("x-request-id", request_id)
             self.send_header("openai-processing-ms", "1")
 
-    def _send_json(self, status: int, payload: Any, n: int, endpoint: Endpoint | None = None) -> None:
+    def _send_json(
+        self, status: int, payload: Any, n: int, endpoint: Endpoint | None = None, *, retry: bool = True
+    ) -> None:
         data = _dumps(payload).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
         self.send_header("content-length", str(len(data)))
+        if not retry:
+            self.send_header("x-should-retry", "false")
         self._common_headers(n, endpoint)
         self.end_headers()
         self.wfile.write(data)
