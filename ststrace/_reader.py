@@ -89,8 +89,9 @@ def _iter(path: str | os.PathLike[str], strict: bool) -> Generator[tuple[int, An
             if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
                 raise TraceFormatError(p, n, 'not a message line ({"type": "message", "message": {...}})')
             msg = obj["message"]
-            if msg.get("role") not in ROLES:
-                raise TraceFormatError(p, n, f"unknown role {msg.get('role')!r}")
+            role = msg.get("role")
+            if not isinstance(role, str) or role not in ROLES:  # a list or object is unhashable
+                raise TraceFormatError(p, n, f"unknown role {_short(role)}")
             if not isinstance(msg.get("content"), str):
                 raise TraceFormatError(p, n, "message content is missing or not a string")
             yield n, msg
@@ -201,8 +202,9 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
             n_messages += 1
             key_sets.add(frozenset(msg))
             role = msg.get("role")
-            if role not in ROLES:
-                err(n, "unknown-role", f"unknown role {role!r} (expected user, assistant, system or tool)")
+            if not isinstance(role, str) or role not in ROLES:
+                err(n, "unknown-role", f"unknown role {_short(role)} (expected user, assistant, system or tool)")
+                role = None  # unhashable values must not reach the checks below
             if "content" not in msg or msg["content"] is None:
                 err(n, "missing-content", "message has no content (use \"\" for empty content)")
             elif not isinstance(msg["content"], str):
@@ -216,6 +218,8 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
                 ts = msg["timestamp"]
                 if isinstance(ts, bool) or not isinstance(ts, int):
                     err(n, "bad-timestamp", f"timestamp must be integer epoch milliseconds, got {ts!r}")
+            if "usage" in msg:
+                _check_usage(n, msg["usage"], err)
             if "toolCalls" in msg:
                 _check_tool_calls(n, msg, role, calls, err, warn)
             if role == "tool":
@@ -281,3 +285,45 @@ def _check_tool_calls(n: int, msg: dict[str, Any], role: Any, calls: dict[str, i
             err(n, "duplicate-tool-call-id", f"tool-call id {cid!r} already used on line {calls[cid]}")
         else:
             calls[cid] = n
+
+
+def _check_usage(n: int, usage: Any, err: Any) -> None:
+    """The ``usage`` extension (Pi's shape): counts are JSON integers that every
+    reader keeps exact, ``cost`` an object of non-negative numbers."""
+    from ._adapters.usage import COST_KEYS, USAGE_KEYS, token_count
+
+    if not isinstance(usage, dict):
+        err(n, "usage-invalid", f"usage must be an object, not a JSON {_json_type(usage)}")
+        return
+    for key in (*USAGE_KEYS, "reasoning"):
+        if key in usage:
+            value = usage[key]
+            if not isinstance(value, int) or token_count(value) is None:
+                err(n, "usage-invalid", f"usage.{key} must be an integer from 0 to 2**53 - 1, got {_short(value)}")
+    cost = usage.get("cost")
+    if cost is not None:
+        if not isinstance(cost, dict):
+            err(n, "usage-invalid", f"usage.cost must be an object, not a JSON {_json_type(cost)}")
+        else:
+            for key, amount in cost.items():
+                if key in COST_KEYS and (isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0):
+                    err(n, "usage-invalid", f"usage.cost.{key} must be a non-negative number, got {_short(amount)}")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

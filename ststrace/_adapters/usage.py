@@ -34,12 +34,14 @@ from ._common import get
 
 __all__ = [
     "COST_KEYS",
+    "MAX_TOKEN_COUNT",
     "USAGE_KEYS",
     "UsageAccumulator",
     "attach",
     "check_prices",
     "check_usage",
     "cost_of",
+    "token_count",
     "usage_from_response",
     "usage_of",
 ]
@@ -53,14 +55,26 @@ _PRICE_KEYS = frozenset(("input", "output", "cacheRead", "cacheWrite"))
 Usage = dict[str, Any]
 
 
-def _int(value: Any) -> int | None:
+#: The largest token count written: the largest integer every JSON reader keeps
+#: exact (I-JSON, JavaScript's Number.MAX_SAFE_INTEGER). orjson cannot write an
+#: int of 2**64 or more as a number at all; a count past this one is a bug upstream.
+MAX_TOKEN_COUNT = 2**53 - 1
+
+
+def token_count(value: Any) -> int | None:
+    """*value* as a token count (a non-negative integer up to :data:`MAX_TOKEN_COUNT`;
+    a float with an integer value counts), else ``None``. The one rule for usage
+    counts everywhere: provider reports, ``s.assistant(usage=)``, ``validate``, ``stats``."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and value.is_integer() and value >= 0:
+        return value if 0 <= value <= MAX_TOKEN_COUNT else None
+    if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_TOKEN_COUNT:
         return int(value)
     return None
+
+
+_int = token_count
 
 
 def _count(obj: Any, *keys: str) -> int | None:
@@ -77,7 +91,7 @@ def _build(inputs: int, output: int, cache_read: int, cache_write: int, reasonin
         "output": output,
         "cacheRead": cache_read,
         "cacheWrite": cache_write,
-        "totalTokens": inputs + output + cache_read + cache_write,
+        "totalTokens": min(inputs + output + cache_read + cache_write, MAX_TOKEN_COUNT),
     }
     if reasoning is not None:
         usage["reasoning"] = reasoning
@@ -241,7 +255,9 @@ def check_usage(value: Any) -> Usage:
     if isinstance(value, Mapping) and any(k in value for k in (*USAGE_KEYS, "reasoning", "cost")):
         for key in (*USAGE_KEYS, "reasoning"):
             if key in value and _int(value[key]) is None:
-                raise BadArgument(f"usage[{key!r}] must be a non-negative integer, got {value[key]!r}")
+                raise BadArgument(
+                    f"usage[{key!r}] must be a non-negative integer of at most 2**53 - 1, got {value[key]!r}"
+                )
         if "input" not in value and "output" not in value:
             raise BadArgument("usage needs at least 'input' or 'output' token counts")
         cost = value.get("cost")

@@ -6,7 +6,7 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from ._common import CliError, positive_float, trace_file
+from ._common import CliError, positive_float, trace_files
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -17,7 +17,7 @@ def _header(text: str) -> tuple[str, str]:
 
 
 def setup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path, metavar="TRACE.jsonl", help="trace files (.jsonl)")
+    p.add_argument("files", nargs="+", type=Path, metavar="TRACE.jsonl", help="trace files (.jsonl), or directories of them")
     p.add_argument(
         "--endpoint",
         required=True,
@@ -37,14 +37,13 @@ def setup(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    for path in args.files:
-        trace_file(path)
+    files = trace_files(args.files)
     if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
         raise CliError("needs the OpenTelemetry OTLP exporter: pip install 'ststrace[otel]'")
     from ..otel import export
 
     try:
-        result = export(args.files, endpoint=args.endpoint, headers=dict(args.header), timeout=args.timeout)
+        result = export(files, endpoint=args.endpoint, headers=dict(args.header), timeout=args.timeout)
     except (ValueError, ConnectionError) as exc:
         raise CliError(str(exc)) from None
     sessions = "session" if result.sessions == 1 else "sessions"
