@@ -926,6 +926,12 @@ def _make_private_dirs(directory: Path) -> None:
     missing: list[Path] = []
     d = directory
     while not d.exists():
+        if d.is_symlink():
+            # mkdir would fail with FileExistsError, which reads as "the trace exists".
+            raise FileNotFoundError(
+                f"{d} is a symbolic link to {os.readlink(d)!r}, which does not exist; "
+                "create that directory or give the session another path"
+            )
         missing.append(d)
         if d.parent == d:
             break

@@ -74,3 +74,182 @@ def test_instrumented_openai_first_call_records_history(tmp_path: Path, patched:
     assert [(m["role"], m["content"]) for m in strip(valid_messages(s.path))] == [
         ("system", "Be brief."), ("user", "u1"), ("assistant", "a1"), ("user", "u2"), ("assistant", "r2"),
     ]
+
+
+# -- 8, 9: token counts are JSON integers, one rule everywhere --------------------------
+
+BIG = 2**64
+
+
+def _write_trace(path: Path, *messages: dict[str, Any]) -> Path:
+    import json  # not orjson: it cannot write integers of 2**64 and more
+
+    lines = [{"type": "session", "harness": "t", "id": "s1"}] + [{"type": "message", "message": m} for m in messages]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+@pytest.mark.parametrize("bad", [BIG, 2**53, -1, 1.5, "10", True, None, [1], {"n": 1}])
+def test_assistant_usage_refuses_counts_that_are_not_json_safe_integers(tmp_path: Path, bad: Any) -> None:
+    with Session(tmp_path / "t.jsonl") as s:
+        with pytest.raises(ValueError, match=r"usage\['output'\] must be a non-negative integer of at most 2\*\*53 - 1"):
+            s.assistant("hi", usage={"input": 1, "output": bad})
+        s.assistant("ok", usage={"input": 2**53 - 1, "output": 0})
+        assert s.stats()["usage"]["input"] == 2**53 - 1
+    (msg,) = valid_messages(s.path)
+    assert msg["usage"] == {"input": 2**53 - 1, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2**53 - 1}
+
+
+def test_provider_usage_with_a_huge_count_drops_that_count_not_the_reply(tmp_path: Path) -> None:
+    """An adapter (here an OpenAI-shaped dict returned from @llm) with prompt_tokens >= 2**64:
+    the count is left out as unreported; the file holds integers only and s.stats() agrees with `ststrace stats`."""
+    from ststrace.cli import main
+
+    reply = {"choices": [{"message": {"role": "assistant", "content": "r"}}],
+             "usage": {"prompt_tokens": BIG, "completion_tokens": 7}}
+    chat = llm(lambda messages: reply)
+    with Session(tmp_path / "t.jsonl") as s:
+        chat([{"role": "user", "content": "q"}])
+        totals = s.stats()["usage"]
+    (_, msg) = valid_messages(s.path)
+    assert msg["content"] == "r"
+    assert msg["usage"] == {"input": 0, "output": 7, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 7}
+    assert totals == msg["usage"]
+    assert main(["stats", "--json", str(s.path)]) == 0
+
+
+def test_total_tokens_is_capped_when_the_counts_add_up_past_the_limit(tmp_path: Path) -> None:
+    with Session(tmp_path / "t.jsonl") as s:
+        s.assistant("x", usage={"input": 2**53 - 1, "output": 2**53 - 1})
+    (msg,) = valid_messages(s.path)
+    assert msg["usage"]["totalTokens"] == 2**53 - 1
+
+
+def test_validate_and_stats_agree_on_bad_usage_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file written by someone else with a count as a string, a count >= 2**64 and a negative one:
+    validate reports each (file:line), stats counts only the valid ones."""
+    import orjson
+
+    from ststrace import validate
+    from ststrace.cli import main
+
+    path = _write_trace(
+        tmp_path / "t.jsonl",
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "model": "m", "usage": {"input": "18446744073709551616", "output": 3}},
+        {"role": "assistant", "content": "b", "model": "m", "usage": {"input": 5, "output": BIG}},
+        {"role": "assistant", "content": "c", "model": "m", "usage": {"input": -2, "output": 1}},
+        {"role": "assistant", "content": "d", "model": "m", "usage": "lots"},
+    )
+    problems = [(p.line, p.code) for p in validate(path) if p.severity == "error"]
+    assert problems == [(3, "usage-invalid"), (4, "usage-invalid"), (5, "usage-invalid"), (6, "usage-invalid")]
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:4: error: usage-invalid: usage.output must be an integer from 0 to 2**53 - 1" in out
+    assert main(["stats", "--json", str(path)]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["files"][0]["usage"] == {"input": 5, "output": 4}
+
+
+def test_otel_negative_token_count_drops_the_count_and_keeps_the_reply(tmp_path: Path) -> None:
+    """A span reporting output_tokens=-5 (and cache reads >= 2**64): the reply is recorded,
+    the bad counts are left out, and no internal error is logged (the conftest would fail the test)."""
+    import orjson
+
+    pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ststrace.otel import SpanProcessor
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path))
+    with tp.get_tracer("t").start_as_current_span("chat m", attributes={
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": orjson.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]).decode(),
+        "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "yo"}]}]).decode(),
+        "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": -5,
+        "gen_ai.usage.cache_read.input_tokens": float(BIG),
+    }):
+        pass
+    tp.shutdown()
+    (path,) = tmp_path.glob("*.jsonl")
+    user, reply = valid_messages(path)
+    assert (user["content"], reply["content"]) == ("hi", "yo")
+    assert reply["usage"] == {"input": 10, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 10}
+
+
+# -- 12: every command that takes traces takes directories ------------------------------
+
+
+def _two_traces(root: Path) -> list[Path]:
+    out = []
+    for n in range(2):
+        with Session(root / "sub" / f"t{n}.jsonl") as s:
+            s.user(f"q{n}")
+            s.assistant(f"a{n}", model="m")
+        out.append(s.path)
+    return out
+
+
+def test_validate_takes_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ststrace.cli import main
+
+    paths = _two_traces(tmp_path / "traces")
+    assert main(["validate", str(tmp_path / "traces")]) == 0
+    assert capsys.readouterr().out == "".join(f"{p}: ok\n" for p in paths)
+    (tmp_path / "empty").mkdir()
+    assert main(["validate", str(tmp_path / "empty"), str(paths[0])]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == f"{paths[0]}: ok\n"
+    assert captured.err == f"ststrace validate: {tmp_path / 'empty'}: is a directory with no trace files (*.jsonl)\n"
+
+
+def test_otlp_takes_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from ststrace.cli import main
+    from test_otel_export import Receiver  # the local OTLP receiver the export tests use
+
+    _two_traces(tmp_path / "traces")
+    receiver = Receiver()
+    try:
+        assert main(["otlp", str(tmp_path / "traces"), "--endpoint", receiver.url]) == 0
+    finally:
+        receiver.close()
+    assert len(receiver.spans()) == 4  # a root and a chat span per session
+    assert capsys.readouterr().out.startswith("sent 2 sessions (")
+
+
+# -- 13: odd paths -----------------------------------------------------------------------
+
+
+def test_dangling_symlink_as_the_trace_directory_says_so(tmp_path: Path) -> None:
+    link = tmp_path / "traces"
+    link.symlink_to(tmp_path / "gone")
+    for kwargs in ({}, {"resume": True, "id": "x"}):
+        with pytest.raises(FileNotFoundError, match=r"traces is a symbolic link to '.*gone', which does not exist"):
+            Session(link, **kwargs).open()
+    assert not (tmp_path / "gone").exists()
+
+
+def test_otel_conversation_id_of_dots_gives_a_visible_file(tmp_path: Path) -> None:
+    import orjson
+
+    pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ststrace.otel import SpanProcessor
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path))
+    for conv in ("...", ".hidden"):
+        with tp.get_tracer("t").start_as_current_span("chat", attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.conversation.id": conv,
+            "gen_ai.input.messages": orjson.dumps([{"role": "user", "parts": [{"type": "text", "content": conv}]}]).decode(),
+        }):
+            pass
+    tp.shutdown()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 2 and not any(n.startswith(".") for n in names), names
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == names
