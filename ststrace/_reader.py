@@ -86,17 +86,23 @@ def _iter(path: str | os.PathLike[str], strict: bool) -> Generator[tuple[int, An
                 yield 0, _check_header(p, obj)
                 seen_header = True
                 continue
-            if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
-                raise TraceFormatError(p, n, 'not a message line ({"type": "message", "message": {...}})')
-            msg = obj["message"]
-            role = msg.get("role")
-            if not isinstance(role, str) or role not in ROLES:  # a list or object is unhashable
-                raise TraceFormatError(p, n, f"unknown role {_short(role)}")
-            if not isinstance(msg.get("content"), str):
-                raise TraceFormatError(p, n, "message content is missing or not a string")
-            yield n, msg
+            yield n, message_of(p, n, obj)
         if not seen_header:
             raise TraceFormatError(p, 1, "empty file: no session header")
+
+
+def message_of(path: Path, line: int, obj: Any) -> dict[str, Any]:
+    """The message of a parsed message line, or :class:`TraceFormatError` naming *path*
+    and *line* (also for ``ststrace tail``, which reads lines as they are appended)."""
+    if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
+        raise TraceFormatError(path, line, 'not a message line ({"type": "message", "message": {...}})')
+    msg: dict[str, Any] = obj["message"]
+    role = msg.get("role")
+    if not isinstance(role, str) or role not in ROLES:  # a list or object is unhashable
+        raise TraceFormatError(path, line, f"unknown role {_short(role)}")
+    if not isinstance(msg.get("content"), str):
+        raise TraceFormatError(path, line, "message content is missing or not a string")
+    return msg
 
 
 def iter_messages(path: str | os.PathLike[str], *, strict: bool = True) -> Iterator[dict[str, Any]]:

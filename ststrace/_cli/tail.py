@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, Callable
 import orjson
 
 from .._errors import TraceFormatError
-from .._records import ROLES
+from .._reader import message_of
 from ._common import non_negative_int, positive_float, trace_file
 
 __all__ = ["Follower", "follow", "run", "setup"]
@@ -81,12 +81,7 @@ class Follower:
                 raise TraceFormatError(self.path, line, 'first line is not an STS session header ({"type": "session", ...})')
             self.header = obj
             return None
-        if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
-            raise TraceFormatError(self.path, line, 'not a message line ({"type": "message", "message": {...}})')
-        msg: dict[str, Any] = obj["message"]
-        if msg.get("role") not in ROLES:
-            raise TraceFormatError(self.path, line, f"unknown role {msg.get('role')!r}")
-        return msg
+        return message_of(self.path, line, obj)
 
 
 def follow(
