@@ -383,3 +383,44 @@ def test_otlp_to_a_closed_port_says_nothing_is_listening(tmp_path: Path, capsys:
         f"ststrace otlp: http://127.0.0.1:{port}/v1/traces: nothing is listening at 127.0.0.1:{port} "
         "(connection refused); is the collector running?\n"
     )
+
+
+# -- issue 26, newcomer 5: tail on a finished trace ends ---------------------------------
+
+
+def test_tail_on_a_finished_trace_ends_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from ststrace._cli import tail
+    from ststrace.cli import main
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc to tell that no process writes the file")
+    monkeypatch.setattr(tail, "IDLE_SECONDS", 0.3)
+    (path,) = _two_traces(tmp_path)[:1]
+    start = time.monotonic()
+    assert main(["tail", "--no-color", "--interval", "0.05", str(path)]) == 0
+    assert time.monotonic() - start < 10
+    captured = capsys.readouterr()
+    assert "q0" in captured.out and "a0" in captured.out
+    assert captured.err == f"ststrace tail: {path}: the session is closed (no process is writing it); stopping\n"
+
+
+def test_tail_on_a_live_idle_session_says_it_waits_and_how_to_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ststrace._cli import tail
+    from ststrace.cli import main
+
+    monkeypatch.setattr(tail, "IDLE_SECONDS", 0.2)
+    with Session(tmp_path / "live.jsonl") as s:
+        s.user("hello")
+        s.flush()
+        assert main(["tail", "--no-color", "--interval", "0.05", "--timeout", "1", str(s.path)]) == 0
+    captured = capsys.readouterr()
+    assert "hello" in captured.out
+    assert "ststrace tail: waiting for " in captured.err and "; Ctrl-C to stop\n" in captured.err
+    assert "closed" not in captured.err
+    assert captured.err.count("waiting") == 1  # said once, not on every check
