@@ -36,6 +36,9 @@ from _harness import machine_line  # noqa: E402
 from ststrace import Session  # noqa: E402
 
 
+TARGET_MIB = 64
+
+
 class Counts:
     requests = 0
     bytes = 0
@@ -120,8 +123,13 @@ def main() -> None:
     print(f"Python {platform.python_version()}, {time.strftime('%Y-%m-%d')}")
     print(f"session: {args.messages:,} messages, {size / 1e6:.1f} MB on disk")
     print(f"sent: {counts.bytes / 1e6:.1f} MB in {counts.requests} requests (largest {counts.largest / 1e6:.2f} MB), {seconds:.1f} s")
+    added = (peak_kib - floor_kib) / 1024
     print(f"peak RSS: export {peak_kib / 1024:.0f} MiB; reading the session alone {floor_kib / 1024:.0f} MiB "
-          f"(export adds {(peak_kib - floor_kib) / 1024:.0f} MiB)")
+          f"(export adds {added:.0f} MiB)")
+    # Bounded by one request (3 MB) and the spans being built, whatever the length.
+    verdict = "MET" if added <= TARGET_MIB else "MISSED"
+    print(f"TARGET otlp-memory | RSS export adds to reading the session, {args.messages:,} messages | "
+          f"{added:.0f} MiB | <= {TARGET_MIB} MiB | {verdict}")
 
 
 if __name__ == "__main__":
