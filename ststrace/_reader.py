@@ -10,6 +10,7 @@ from typing import Any, Generator, Iterator, Literal, NamedTuple
 import orjson
 
 from ._errors import TraceFormatError, logger
+from ._limits import TOKEN_COUNT_KEYS, token_count
 from ._records import ROLES
 
 
@@ -293,15 +294,16 @@ def _check_tool_calls(n: int, msg: dict[str, Any], role: Any, calls: dict[str, i
             calls[cid] = n
 
 
+_COST_KEYS = (*TOKEN_COUNT_KEYS[:4], "total")
+
+
 def _check_usage(n: int, usage: Any, err: Any) -> None:
     """The ``usage`` extension (Pi's shape): counts are JSON integers that every
     reader keeps exact, ``cost`` an object of non-negative numbers."""
-    from ._adapters.usage import COST_KEYS, USAGE_KEYS, token_count
-
     if not isinstance(usage, dict):
         err(n, "usage-invalid", f"usage must be an object, not a JSON {_json_type(usage)}")
         return
-    for key in (*USAGE_KEYS, "reasoning"):
+    for key in TOKEN_COUNT_KEYS:
         if key in usage:
             value = usage[key]
             if not isinstance(value, int) or token_count(value) is None:
@@ -312,7 +314,7 @@ def _check_usage(n: int, usage: Any, err: Any) -> None:
             err(n, "usage-invalid", f"usage.cost must be an object, not a JSON {_json_type(cost)}")
         else:
             for key, amount in cost.items():
-                if key in COST_KEYS and (isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0):
+                if key in _COST_KEYS and (isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0):
                     err(n, "usage-invalid", f"usage.cost.{key} must be a non-negative number, got {_short(amount)}")
 
 

@@ -30,48 +30,28 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import BadArgument
+from .._limits import MAX_TOKEN_COUNT, TOKEN_COUNT_KEYS, token_count
 from ._common import get
 
 __all__ = [
     "COST_KEYS",
-    "MAX_TOKEN_COUNT",
     "USAGE_KEYS",
     "UsageAccumulator",
     "attach",
     "check_prices",
     "check_usage",
     "cost_of",
-    "token_count",
     "usage_from_response",
     "usage_of",
 ]
 
 #: The counts every usage object carries, in the order they are written.
-USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+USAGE_KEYS = TOKEN_COUNT_KEYS[:5]
 #: The keys of ``usage.cost`` (USD), and of a price table entry (USD per token) but ``total``.
 COST_KEYS = ("input", "output", "cacheRead", "cacheWrite", "total")
 _PRICE_KEYS = frozenset(("input", "output", "cacheRead", "cacheWrite"))
 
 Usage = dict[str, Any]
-
-
-#: The largest token count written: the largest integer every JSON reader keeps
-#: exact (I-JSON, JavaScript's Number.MAX_SAFE_INTEGER). orjson cannot write an
-#: int of 2**64 or more as a number at all; a count past this one is a bug upstream.
-MAX_TOKEN_COUNT = 2**53 - 1
-
-
-def token_count(value: Any) -> int | None:
-    """*value* as a token count (a non-negative integer up to :data:`MAX_TOKEN_COUNT`;
-    a float with an integer value counts), else ``None``. The one rule for usage
-    counts everywhere: provider reports, ``s.assistant(usage=)``, ``validate``, ``stats``."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if 0 <= value <= MAX_TOKEN_COUNT else None
-    if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_TOKEN_COUNT:
-        return int(value)
-    return None
 
 
 _int = token_count

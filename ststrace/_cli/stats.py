@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from .._adapters.usage import token_count
+from .._limits import token_count
 from .._errors import TraceFormatError
 from ._common import CliError, describe, dump_json, trace_file, trace_files, warn
 from ._text import fmt_duration, is_error
