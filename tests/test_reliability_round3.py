@@ -424,3 +424,25 @@ def test_tail_on_a_live_idle_session_says_it_waits_and_how_to_stop(
     assert "ststrace tail: waiting for " in captured.err and "; Ctrl-C to stop\n" in captured.err
     assert "closed" not in captured.err
     assert captured.err.count("waiting") == 1  # said once, not on every check
+
+
+def test_otlp_sends_a_file_whose_usage_count_is_past_64_bit_signed(tmp_path: Path) -> None:
+    """A file written elsewhere with a count of 2**63 + 5 (an int to JSON readers, too big for an
+    OTel int attribute): the other counts are sent, the batch is not lost."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from ststrace.otel import export
+    from test_otel_export import Receiver
+
+    path = _write_trace(
+        tmp_path / "t.jsonl",
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "model": "m", "usage": {"input": 5, "output": 2**63 + 5}},
+    )
+    receiver = Receiver()
+    try:
+        assert export(path, endpoint=receiver.url).spans == 2
+        (chat,) = [s for s in receiver.spans() if s.name.startswith("chat")]
+    finally:
+        receiver.close()
+    attrs = {a.key: a.value.int_value for a in chat.attributes if a.key.startswith("gen_ai.usage.")}
+    assert attrs == {"gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 0}

@@ -27,6 +27,7 @@ from opentelemetry.sdk.trace import SpanProcessor as _SdkSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from .._encode import dumps
+from .._limits import token_count
 from .._reader import Trace, iter_messages, read
 
 __all__ = ["ExportResult", "export", "trace_spans"]
@@ -193,8 +194,9 @@ def _usage_attributes(usage: Any) -> dict[str, int]:
         return {}
 
     def num(key: str) -> int:
+        # A count validate refuses (2**64 cannot even be an OTel int attribute) counts as 0.
         value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        return value if isinstance(value, int) and token_count(value) is not None else 0
 
     # The conventions count cached tokens inside the input tokens.
     out = {
