@@ -1,7 +1,8 @@
 # Two commands do all the set-up on a fresh machine with Python and pip:
 #   make demo   - runs examples/quickstart.py (writes, validates and renders a trace);
 #                 installs only ststrace and its two dependencies (wrapt, orjson)
-#   make test   - runs the whole test suite; installs the test extras
+#   make test   - runs the whole test suite (10-15 min on 2 cores, ~3 GB for two venvs);
+#                 installs the test extras; lists the reasons of skipped tests
 # Both create .venv when it is missing and reinstall when pyproject.toml changes.
 
 PYTHON ?= python3
@@ -58,11 +59,13 @@ $(SIDE_STAMP): pyproject.toml
 	$(SIDE)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-side]'
 	touch $(SIDE_STAMP)
 
+# -rs: the reason of every skipped test (a missing browser is also said in one line).
+# About 10-15 minutes on 2 cores; see README "Set-up" for time and disk.
 test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP)
-	$(OAI2)/bin/python -m pytest -q -p no:cacheprovider $(OAI2_TESTS)
-	$(GOOGLE)/bin/python -m pytest -q -p no:cacheprovider $(GOOGLE_TESTS)
-	$(SIDE)/bin/python -m pytest -q -p no:cacheprovider $(SIDE_TESTS)
-	$(BIN)/python -m pytest -q
+	$(OAI2)/bin/python -m pytest -q -rs -p no:cacheprovider $(OAI2_TESTS)
+	$(GOOGLE)/bin/python -m pytest -q -rs -p no:cacheprovider $(GOOGLE_TESTS)
+	$(SIDE)/bin/python -m pytest -q -rs -p no:cacheprovider $(SIDE_TESTS)
+	$(BIN)/python -m pytest -q -rs
 
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy

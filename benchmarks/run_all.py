@@ -39,6 +39,7 @@ QUICK: list[tuple[str, list[str]]] = [
     ("bench_loop_lag.py", ["--tasks", "200", "--messages", "1000", "--runs", "2"]),
     ("bench_memory.py", ["--messages", "200000"]),
     ("compare.py", ["--n", "20000", "--runs", "3"]),
+    ("bench_otlp_memory.py", ["--messages", "5000"]),
 ]
 
 FULL: list[tuple[str, list[str]]] = [
@@ -50,6 +51,7 @@ FULL: list[tuple[str, list[str]]] = [
     ("bench_loop_lag.py", []),
     ("bench_memory.py", []),
     ("compare.py", []),
+    ("bench_otlp_memory.py", []),
 ]
 
 

@@ -336,14 +336,22 @@ _synced: dict[tuple[str, str], tuple[int, int]] = {}  # (target, file) -> (size,
 _synced_lock = threading.Lock()
 
 
-def _open_elsewhere(path: Path) -> bool:
-    """Whether a process on this machine holds *path* open (Linux ``/proc``)."""
+def can_see_open_files() -> bool:
+    """Whether :func:`is_open` can tell that another process holds a file open
+    (Linux ``/proc``); elsewhere only this process's sessions are known."""
+    return Path("/proc/self/fd").is_dir()
+
+
+def _open_elsewhere(path: Path, ignore_self: bool = False) -> bool:
+    """Whether a process on this machine holds *path* open (Linux ``/proc``);
+    *ignore_self*: but this one (``ststrace tail`` holds the file it follows)."""
     proc = Path("/proc")
-    if not (proc / "self" / "fd").is_dir():
+    if not can_see_open_files():
         return False
     target = str(path.resolve())
+    me = str(os.getpid())
     for pid_dir in proc.iterdir():
-        if not pid_dir.name.isdigit():
+        if not pid_dir.name.isdigit() or (ignore_self and pid_dir.name == me):
             continue
         try:
             fds = list((pid_dir / "fd").iterdir())
@@ -358,12 +366,13 @@ def _open_elsewhere(path: Path) -> bool:
     return False
 
 
-def is_open(path: Path, *, min_age: float = 0.0) -> bool:
+def is_open(path: Path, *, min_age: float = 0.0, ignore_self: bool = False) -> bool:
     """Whether the session in *path* may still be written to.
 
     A file is taken as open while a ``Session`` of this process has it open,
-    while any process here holds it open, when its last line is not finished,
-    or when it changed less than *min_age* seconds ago.
+    while any process here holds it open (but this one, with *ignore_self*),
+    when its last line is not finished, or when it changed less than
+    *min_age* seconds ago.
     """
     if _registry.is_open_here(path):
         return True
@@ -378,7 +387,7 @@ def is_open(path: Path, *, min_age: float = 0.0) -> bool:
                     return True
     except OSError:
         return True
-    return _open_elsewhere(path)
+    return _open_elsewhere(path, ignore_self)
 
 
 def sync(

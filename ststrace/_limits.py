@@ -229,3 +229,26 @@ def plan_cuts(leaves: list[tuple[int, Any, Any]], excess: int) -> list[tuple[Any
         plan.append((container, key, length - cut))
         remaining -= cut
     return plan
+
+
+# -- token counts --------------------------------------------------------------------
+
+#: The counts of a ``usage`` object (Pi's shape), ``reasoning`` optional.
+TOKEN_COUNT_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens", "reasoning")
+#: The largest token count written: the largest integer every JSON reader keeps
+#: exact (I-JSON, JavaScript's Number.MAX_SAFE_INTEGER). orjson cannot write an
+#: int of 2**64 or more as a number at all; a count past this one is a bug upstream.
+MAX_TOKEN_COUNT = 2**53 - 1
+
+
+def token_count(value: Any) -> int | None:
+    """*value* as a token count (a non-negative integer up to :data:`MAX_TOKEN_COUNT`;
+    a float with an integer value counts), else ``None``. The one rule for usage
+    counts everywhere: provider reports, ``s.assistant(usage=)``, ``validate``, ``stats``."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value if 0 <= value <= MAX_TOKEN_COUNT else None
+    if isinstance(value, float) and value.is_integer() and 0 <= value <= MAX_TOKEN_COUNT:
+        return int(value)
+    return None

@@ -12,6 +12,7 @@ from typing import Any, Generator, Iterator, Literal, NamedTuple
 import orjson
 
 from ._errors import TraceFormatError, logger
+from ._limits import TOKEN_COUNT_KEYS, token_count
 from ._records import ROLES
 
 
@@ -121,16 +122,23 @@ def _iter(path: str | os.PathLike[str], strict: bool) -> Generator[tuple[int, An
                 yield 0, _check_header(p, obj)
                 seen_header = True
                 continue
-            if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
-                raise TraceFormatError(p, n, 'not a message line ({"type": "message", "message": {...}})')
-            msg = obj["message"]
-            if msg.get("role") not in ROLES:
-                raise TraceFormatError(p, n, f"unknown role {msg.get('role')!r}")
-            if not isinstance(msg.get("content"), str):
-                raise TraceFormatError(p, n, "message content is missing or not a string")
-            yield n, msg
+            yield n, message_of(p, n, obj)
         if not seen_header:
             raise TraceFormatError(p, 1, "empty file: no session header")
+
+
+def message_of(path: Path, line: int, obj: Any) -> dict[str, Any]:
+    """The message of a parsed message line, or :class:`TraceFormatError` naming *path*
+    and *line* (also for ``ststrace tail``, which reads lines as they are appended)."""
+    if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
+        raise TraceFormatError(path, line, 'not a message line ({"type": "message", "message": {...}})')
+    msg: dict[str, Any] = obj["message"]
+    role = msg.get("role")
+    if not isinstance(role, str) or role not in ROLES:  # a list or object is unhashable
+        raise TraceFormatError(path, line, f"unknown role {_short(role)}")
+    if not isinstance(msg.get("content"), str):
+        raise TraceFormatError(path, line, "message content is missing or not a string")
+    return msg
 
 
 def iter_messages(path: str | os.PathLike[str], *, strict: bool = True) -> Iterator[dict[str, Any]]:
@@ -236,8 +244,9 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
             n_messages += 1
             key_sets.add(frozenset(msg))
             role = msg.get("role")
-            if role not in ROLES:
-                err(n, "unknown-role", f"unknown role {role!r} (expected user, assistant, system or tool)")
+            if not isinstance(role, str) or role not in ROLES:
+                err(n, "unknown-role", f"unknown role {_short(role)} (expected user, assistant, system or tool)")
+                role = None  # unhashable values must not reach the checks below
             if "content" not in msg or msg["content"] is None:
                 err(n, "missing-content", "message has no content (use \"\" for empty content)")
             elif not isinstance(msg["content"], str):
@@ -251,6 +260,8 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
                 ts = msg["timestamp"]
                 if isinstance(ts, bool) or not isinstance(ts, int):
                     err(n, "bad-timestamp", f"timestamp must be integer epoch milliseconds, got {ts!r}")
+            if "usage" in msg:
+                _check_usage(n, msg["usage"], err)
             if "toolCalls" in msg:
                 _check_tool_calls(n, msg, role, calls, err, warn)
             if role == "tool":
@@ -316,3 +327,46 @@ def _check_tool_calls(n: int, msg: dict[str, Any], role: Any, calls: dict[str, i
             err(n, "duplicate-tool-call-id", f"tool-call id {cid!r} already used on line {calls[cid]}")
         else:
             calls[cid] = n
+
+
+_COST_KEYS = (*TOKEN_COUNT_KEYS[:4], "total")
+
+
+def _check_usage(n: int, usage: Any, err: Any) -> None:
+    """The ``usage`` extension (Pi's shape): counts are JSON integers that every
+    reader keeps exact, ``cost`` an object of non-negative numbers."""
+    if not isinstance(usage, dict):
+        err(n, "usage-invalid", f"usage must be an object, not a JSON {_json_type(usage)}")
+        return
+    for key in TOKEN_COUNT_KEYS:
+        if key in usage:
+            value = usage[key]
+            if not isinstance(value, int) or token_count(value) is None:
+                err(n, "usage-invalid", f"usage.{key} must be an integer from 0 to 2**53 - 1, got {_short(value)}")
+    cost = usage.get("cost")
+    if cost is not None:
+        if not isinstance(cost, dict):
+            err(n, "usage-invalid", f"usage.cost must be an object, not a JSON {_json_type(cost)}")
+        else:
+            for key, amount in cost.items():
+                if key in _COST_KEYS and (isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0):
+                    err(n, "usage-invalid", f"usage.cost.{key} must be a non-negative number, got {_short(amount)}")
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -851,6 +851,10 @@ class Session:
         to_emit: list[dict[str, Any]] = []
         direct: list[int] | None = None
         new_system: dict[str, Any] | None = None
+        # A conversation this session has not seen (the first call of a
+        # session started from an earlier one) holds assistant turns no reply
+        # here recorded: they are history and are recorded with the rest.
+        history: set[int] | None = None
         with self._state_lock:
             if stateful is not None:
                 turn = (stateful, tuple(fps))
@@ -860,6 +864,7 @@ class Session:
                 start, slot = _continue_conversation(list(self._conversations), fps, self._replies)
                 if slot < 0:
                     self._conversations.append(fps)
+                    history = set(self._replies)
                 else:
                     if start > 0 and messages[0].get("role") == "system" and fps[0] not in self._conversations[slot]:
                         # The same conversation under new instructions (an
@@ -881,6 +886,13 @@ class Session:
                     # recorded by @tool (or one with no call) is skipped.
                     if isinstance(cid, str) and self._pending.pop(cid, None) is not None:
                         to_emit.append(_records.tool_result(cid, content_text(m.get("content"))))
+                elif role == "assistant":
+                    if history is None or fp in history:
+                        continue  # this session's own reply, recorded when it came
+                    calls = m.get("toolCalls")
+                    if calls:
+                        self._register_calls(calls)  # so the results that follow are recorded
+                    to_emit.append(_records.message("assistant", m.get("content"), tool_calls=calls or None))
                 elif role in ("user", "system"):
                     if direct is None:
                         direct = [_fingerprint(d) for d in list(self._direct)]
@@ -946,6 +958,12 @@ def _make_private_dirs(directory: Path) -> None:
     missing: list[Path] = []
     d = directory
     while not d.exists():
+        if d.is_symlink():
+            # mkdir would fail with FileExistsError, which reads as "the trace exists".
+            raise FileNotFoundError(
+                f"{d} is a symbolic link to {os.readlink(d)!r}, which does not exist; "
+                "create that directory or give the session another path"
+            )
         missing.append(d)
         if d.parent == d:
             break

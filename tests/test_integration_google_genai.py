@@ -5,7 +5,7 @@ loop, and automatic function calling), ``generate_content_stream``, the
 
 google-genai pins tenacity below the main test environment's: these tests run
 in environments of their own, with google-genai 2 (.venv-google, the
-``test-google`` extra, beside google-adk) and 3 (.venv-genai3, ``test-genai3``)."""
+``test-google`` extra, beside google-adk) and 3 (.venv-side, ``test-side``)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-genai = pytest.importorskip("google.genai", reason="google-genai runs in .venv-google and .venv-genai3 (the test-google / test-genai3 extras)")
+genai = pytest.importorskip("google.genai", reason="google-genai runs in .venv-google and .venv-side (the test-google / test-side extras)")
 
 from google.genai import errors, types  # noqa: E402
 

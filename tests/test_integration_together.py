@@ -4,8 +4,8 @@ sync, async and streamed, recorded by the openai Chat code through the shared
 Stainless targets.
 
 together pins versions the main test environment cannot take (rich, filelock),
-so this file runs in its own environment (the ``test-together`` extra; ``make
-test`` builds ``.venv-together``); elsewhere it is skipped."""
+so this file runs in its own environment (the ``test-side`` extra; ``make
+test`` builds ``.venv-side``); elsewhere it is skipped."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-together = pytest.importorskip("together", reason="together runs in .venv-together (the test-together extra)")
+together = pytest.importorskip("together", reason="together runs in .venv-side (the test-side extra)")
 
 from ststrace import Session  # noqa: E402
 from ststrace.testing import FakeAPI  # noqa: E402

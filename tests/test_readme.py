@@ -1,28 +1,56 @@
-"""Every ```python block in README.md runs, in order, as a reader would paste it.
+"""Every ```python block in README.md runs on its own, as a reader would paste it
+into a fresh interpreter.
 
-The blocks share one namespace (a later block may use what an earlier one made),
-run in a temporary directory, and reach no network but the local fake server:
-OPENAI_BASE_URL / ANTHROPIC_BASE_URL point at it. A block that cannot run here is
-preceded by ``<!-- readme-test: skip REASON -->``; the reason is required.
+Each block runs in its own fresh process (all at once, so the whole README costs
+about one interpreter's start-up per core), in its own temporary directory,
+under the network guard, reaching nothing but the local fake servers:
+OPENAI_BASE_URL / ANTHROPIC_BASE_URL point at the fake model server and
+OTEL_EXPORTER_OTLP_ENDPOINT at a local OTLP receiver. No block sees another's
+names. A block that cannot run here is preceded by
+``<!-- readme-test: skip REASON -->``; the reason is required.
 """
 
 from __future__ import annotations
 
-import ast
-import asyncio
-import inspect
+import os
 import re
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-import ststrace
 from ststrace.testing import FakeAPI
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 _BLOCK = re.compile(r"(?:<!--\s*readme-test:\s*(?P<directive>[^>]*?)\s*-->\s*\n)?```python\n(?P<code>.*?)```", re.S)
+
+# Run as `python -c`: the guard first, then the block compiled as README.md from its
+# own line (tracebacks point at the README), as top-level code of a fresh __main__.
+_RUNNER = """
+import os, sys
+for name in os.environ.get("README_BLOCK_WITHOUT", "").split():
+    sys.modules[name] = None  # import fails, as where the package is not installed
+from ststrace.testing import localhost_only
+guard = localhost_only()
+refused = guard.__enter__()
+with open(sys.argv[3], encoding="utf-8") as f:
+    source = f.read()
+line = int(sys.argv[1])
+code = compile("\\n" * (line - 1) + source, sys.argv[2], "exec")
+exec(code, {"__name__": "__main__", "__builtins__": __builtins__})
+if refused:
+    raise SystemExit(f"reached a non-local address: {refused}")
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    """This environment without ststrace's, OpenTelemetry's and the clients' settings,
+    the worktree's ststrace first on the path (as `python -m pytest` has it)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("STSTRACE_", "OTEL_", "OPENAI_", "ANTHROPIC_"))}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(README.parent), env.get("PYTHONPATH", "")) if p)
+    return {**env, **extra}
 
 
 def _blocks() -> list[tuple[int, str, str | None]]:
@@ -30,7 +58,7 @@ def _blocks() -> list[tuple[int, str, str | None]]:
     out = []
     for m in _BLOCK.finditer(text):
         line = text.count("\n", 0, m.start("code")) + 1
-        out.append((line, m.group("code"), m.group("directive")))
+        out.append((line, textwrap.dedent(m.group("code")), m.group("directive")))
     return out
 
 
@@ -42,39 +70,83 @@ def test_readme_has_python_blocks_and_skips_say_why() -> None:
             assert re.fullmatch(r"skip \S.{8,}", directive), f"README.md:{line}: a skip needs a reason"
 
 
-def test_every_python_block_in_the_readme_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """Run each block; a failure names the README line where the block starts."""
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("STSTRACE_DIR", raising=False)
-    namespace: dict[str, Any] = {"__name__": "__readme__"}
-    ran = 0
+def test_every_python_block_in_the_readme_runs_alone(tmp_path: Path) -> None:
+    """Each block in a fresh process; a failure names the README line where the block starts."""
     from test_otel_export import Receiver  # needs the `test` extra's OpenTelemetry packages
 
+    env = _env()
     otlp = Receiver()  # the OTLP/HTTP backend the OpenTelemetry section sends to
-    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", otlp.url)
-    with FakeAPI() as api:
-        monkeypatch.setenv("OPENAI_BASE_URL", api.openai_base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
-        monkeypatch.setenv("ANTHROPIC_BASE_URL", api.anthropic_base_url)
-        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-local-test")
-        try:
+    try:
+        with FakeAPI() as api:
+            env.update(
+                OPENAI_BASE_URL=api.openai_base_url,
+                OPENAI_API_KEY="sk-local-test",
+                ANTHROPIC_BASE_URL=api.anthropic_base_url,
+                ANTHROPIC_API_KEY="sk-ant-local-test",
+                OTEL_EXPORTER_OTLP_ENDPOINT=otlp.url,
+            )
+            running: list[tuple[int, Path, subprocess.Popen[str]]] = []
             for line, code, directive in _blocks():
                 if directive is not None and directive.startswith("skip"):
                     continue
-                source = "\n" * (line - 1) + textwrap.dedent(code)  # tracebacks point at README lines
-                compiled = compile(source, str(README), "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+                cwd = tmp_path / f"block-{line}"
+                cwd.mkdir()
+                source = tmp_path / f"block-{line}.py"
+                source.write_text(code, encoding="utf-8")
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", _RUNNER, str(line), str(README), str(source)],
+                    cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                )
+                running.append((line, cwd, proc))
+            failures = []
+            for line, _, proc in running:
                 try:
-                    result = eval(compiled, namespace)  # noqa: S307 - our own README
-                    if inspect.iscoroutine(result):
-                        asyncio.run(result)
-                except BaseException as exc:
-                    raise AssertionError(f"README.md:{line}: the block raised {type(exc).__name__}: {exc}") from exc
-                ran += 1
-        finally:
-            ststrace.uninstrument()
-            otlp.close()
-    assert ran >= 5
+                    output = proc.communicate(timeout=120)[0]
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    output = proc.communicate()[0] + "\n(timed out after 120 s)"
+                if proc.returncode != 0:
+                    failures.append(f"README.md:{line}: the block failed when run alone:\n{output[-3000:]}")
+    finally:
+        otlp.close()
+    assert not failures, "\n\n".join(failures)
+    assert len(running) >= 5
     assert otlp.spans(), "the README's export block sent no span"
-    assert list(tmp_path.joinpath("traces").glob("*.jsonl")), "the README's sessions wrote no trace"
+    traces = [p for _, cwd, _ in running for p in cwd.glob("traces/*.jsonl")]
+    assert traces, "the README's sessions wrote no trace"
+
+
+def test_the_quick_start_runs_where_only_ststrace_is_installed(tmp_path: Path) -> None:
+    """The first Quick start block runs in what `make demo` builds: no client library."""
+    text = README.read_text(encoding="utf-8")
+    start = text.index("## Quick start")
+    line, code, _ = next(b for b in _blocks() if text.count("\n", 0, start) < b[0])
+    assert "openai" not in code.split("@tool")[0]
+    source = tmp_path / "block.py"
+    source.write_text(code, encoding="utf-8")
+    without = "openai anthropic huggingface_hub litellm opentelemetry"
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNNER, str(line), str(README), str(source)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=_env(README_BLOCK_WITHOUT=without),
+    )
+    assert done.returncode == 0, done.stderr
+    (trace,) = tmp_path.glob("traces/*.jsonl")
+    assert done.stdout.strip() == str(Path("traces") / trace.name)
+
+
+@pytest.mark.parametrize(
+    "code, error",
+    [("print(undefined_name)", "NameError"), ("async with x:\n    pass", "SyntaxError")],
+    ids=["name-from-another-block", "top-level-async-with"],
+)
+def test_a_block_that_needs_another_block_fails(tmp_path: Path, code: str, error: str) -> None:
+    """The runner is a fresh interpreter: names from other blocks and top-level await fail there."""
+    source = tmp_path / "block.py"
+    source.write_text(code, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", _RUNNER, "1", "README.md", str(source)],
+        cwd=tmp_path, capture_output=True, text=True, timeout=60,
+        env=_env(),
+    )
+    assert done.returncode != 0 and error in done.stderr

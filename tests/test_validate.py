@@ -59,6 +59,7 @@ CASES: dict[str, tuple[str, int, str]] = {
         3,
         "warning",
     ),
+    "usage-invalid": ("\n".join([H, USER, m('"role":"assistant","content":"","model":"x","usage":{"input":-1,"output":2}')]) + "\n", 3, "error"),
     "duplicate-tool-call-id": ("\n".join([H, USER, CALL, RESULT, CALL]) + "\n", 5, "error"),
     "missing-tool-call-id": ("\n".join([H, USER, CALL, m('"role":"tool","content":"r"')]) + "\n", 4, "error"),
     "orphan-tool-result": ("\n".join([H, USER, RESULT, ANSWER]) + "\n", 3, "error"),

@@ -42,6 +42,7 @@ from typing import Any
 
 from .._errors import BadArgument
 from . import gemini
+from .._limits import MAX_TOKEN_COUNT, TOKEN_COUNT_KEYS, token_count
 from ._common import get
 
 __all__ = [
@@ -57,7 +58,7 @@ __all__ = [
 ]
 
 #: The counts every usage object carries, in the order they are written.
-USAGE_KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
+USAGE_KEYS = TOKEN_COUNT_KEYS[:5]
 #: The keys of ``usage.cost`` (USD), and of a price table entry (USD per token) but ``total``.
 COST_KEYS = ("input", "output", "cacheRead", "cacheWrite", "total")
 _PRICE_KEYS = frozenset(("input", "output", "cacheRead", "cacheWrite"))
@@ -65,14 +66,7 @@ _PRICE_KEYS = frozenset(("input", "output", "cacheRead", "cacheWrite"))
 Usage = dict[str, Any]
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
-        return value if value >= 0 else None
-    if isinstance(value, float) and value.is_integer() and value >= 0:
-        return int(value)
-    return None
+_int = token_count
 
 
 def _count(obj: Any, *keys: str) -> int | None:
@@ -89,7 +83,7 @@ def _build(inputs: int, output: int, cache_read: int, cache_write: int, reasonin
         "output": output,
         "cacheRead": cache_read,
         "cacheWrite": cache_write,
-        "totalTokens": inputs + output + cache_read + cache_write,
+        "totalTokens": min(inputs + output + cache_read + cache_write, MAX_TOKEN_COUNT),
     }
     if reasoning is not None:
         usage["reasoning"] = reasoning
@@ -347,7 +341,9 @@ def check_usage(value: Any) -> Usage:
     if isinstance(value, Mapping) and any(k in value for k in (*USAGE_KEYS, "reasoning", "cost")):
         for key in (*USAGE_KEYS, "reasoning"):
             if key in value and _int(value[key]) is None:
-                raise BadArgument(f"usage[{key!r}] must be a non-negative integer, got {value[key]!r}")
+                raise BadArgument(
+                    f"usage[{key!r}] must be a non-negative integer of at most 2**53 - 1, got {value[key]!r}"
+                )
         if "input" not in value and "output" not in value:
             raise BadArgument("usage needs at least 'input' or 'output' token counts")
         cost = value.get("cost")

@@ -44,7 +44,7 @@ COMMANDS: list[Command] = [
     _lazy("view", "write a self-contained HTML viewer page for a trace"),
     _lazy("stats", "count messages, tool calls, errors, models, tokens, sub-agents, duration"),
     _lazy("cat", "print a trace as a readable transcript"),
-    _lazy("tail", "follow a trace while it is being written"),
+    _lazy("tail", "follow a trace while it is being written; ends when its session has closed"),
     _lazy("convert", "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS"),
     _lazy("upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket"),
     _lazy("otlp", "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"),

@@ -211,7 +211,8 @@ class Transcript:
         ts = msg.get("timestamp")
         when = self._time(ts)
         if role == "tool" and isinstance(ts, int) and not isinstance(ts, bool):
-            call = self._calls.get(msg.get("toolCallId", ""))  # type: ignore[arg-type]
+            cid = msg.get("toolCallId")
+            call = self._calls.get(cid) if isinstance(cid, str) else None
             if call is not None and call[1] is not None:
                 when = [w for w in when if not w.startswith("+")] + ["took " + fmt_duration(ts - call[1])]
         label.extend(self._c("dim", w) for w in when)

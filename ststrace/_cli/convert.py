@@ -249,7 +249,7 @@ def run(args: argparse.Namespace) -> int:
         totals.done += 1
         totals.traces += len(traces)
         totals.messages += sum(len(t.messages) for t in traces)
-        totals.calls += sum(len(m.get("toolCalls", ())) for t in traces for m in t.messages)
+        totals.calls += sum(len(calls) for t in traces for m in t.messages if isinstance(calls := m.get("toolCalls"), list))
         totals.dropped.update(dropped)
         totals.redacted.update(redactions)
     progress.update(len(files), "")

@@ -6,7 +6,10 @@ import argparse
 import importlib.util
 from pathlib import Path
 
-from ._common import CliError, positive_float, trace_file
+from ._common import CliError, non_negative_int, positive_float, trace_files
+
+#: export()'s default, repeated: --help must not import OpenTelemetry.
+MAX_HISTORY_CHARS = 65_536
 
 
 def _header(text: str) -> tuple[str, str]:
@@ -17,7 +20,7 @@ def _header(text: str) -> tuple[str, str]:
 
 
 def setup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path, metavar="TRACE.jsonl", help="trace files (.jsonl)")
+    p.add_argument("files", nargs="+", type=Path, metavar="TRACE.jsonl", help="trace files (.jsonl), or directories of them")
     p.add_argument(
         "--endpoint",
         required=True,
@@ -33,18 +36,31 @@ def setup(p: argparse.ArgumentParser) -> None:
         help="an HTTP header to send (repeatable), e.g. authorization=Bearer\\ TOKEN",
     )
     # positive_float: 0, negative, nan or inf would only surface as a refused batch.
+    p.add_argument(
+        "--max-history-chars",
+        type=non_negative_int,
+        default=MAX_HISTORY_CHARS,
+        metavar="N",
+        help=f"history a chat span carries: its most recent messages, up to N characters of JSON "
+        f"(default {MAX_HISTORY_CHARS:,}; 0: all of it, which grows with the square of the session)",
+    )
     p.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS", help="per request (default 10)")
 
 
 def run(args: argparse.Namespace) -> int:
-    for path in args.files:
-        trace_file(path)
+    files = trace_files(args.files)
     if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
         raise CliError("needs the OpenTelemetry OTLP exporter: pip install 'ststrace[otel]'")
     from ..otel import export
 
     try:
-        result = export(args.files, endpoint=args.endpoint, headers=dict(args.header), timeout=args.timeout)
+        result = export(
+            files,
+            endpoint=args.endpoint,
+            headers=dict(args.header),
+            timeout=args.timeout,
+            max_history_chars=args.max_history_chars or None,
+        )
     except (ValueError, ConnectionError) as exc:
         raise CliError(str(exc)) from None
     sessions = "session" if result.sessions == 1 else "sessions"

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from .._limits import token_count
 from .._errors import TraceFormatError
 from ._common import CliError, describe, dump_json, trace_file, trace_files, warn
 from ._text import fmt_duration, is_error
@@ -59,7 +60,8 @@ class TraceStats:
                 if isinstance(total, (int, float)) and not isinstance(total, bool):
                     self.cost = (self.cost or 0.0) + total
                     per_model["cost"] = per_model.get("cost", 0.0) + total
-            elif isinstance(value, int) and not isinstance(value, bool):
+            elif isinstance(value, int) and token_count(value) is not None:
+                # The counts validate accepts, as s.stats() sums them.
                 self.usage[key] = self.usage.get(key, 0) + value
                 per_model[key] = per_model.get(key, 0) + value
 

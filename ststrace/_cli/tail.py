@@ -13,8 +13,8 @@ from typing import Any, BinaryIO, Callable
 import orjson
 
 from .._errors import TraceFormatError
-from .._records import ROLES
-from ._common import non_negative_int, positive_float, trace_file
+from .._reader import message_of
+from ._common import non_negative_int, positive_float, trace_file, warn
 
 __all__ = ["Follower", "follow", "run", "setup"]
 
@@ -81,12 +81,12 @@ class Follower:
                 raise TraceFormatError(self.path, line, 'first line is not an STS session header ({"type": "session", ...})')
             self.header = obj
             return None
-        if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
-            raise TraceFormatError(self.path, line, 'not a message line ({"type": "message", "message": {...}})')
-        msg: dict[str, Any] = obj["message"]
-        if msg.get("role") not in ROLES:
-            raise TraceFormatError(self.path, line, f"unknown role {msg.get('role')!r}")
-        return msg
+        return message_of(self.path, line, obj)
+
+
+#: Seconds without growth before ``tail`` asks whether anything still writes the
+#: file (a live session flushes every second by default).
+IDLE_SECONDS = 3.0
 
 
 def follow(
@@ -98,14 +98,18 @@ def follow(
     on_message: Callable[[dict[str, Any], bool], None],
     max_messages: int | None = None,
     timeout: float | None = None,
+    on_idle: Callable[[], bool] | None = None,
 ) -> int:
     """Follow *path*; returns the number of messages shown.
 
     ``on_message(msg, shown)`` is called for every message, with ``shown=False``
     for the older ones beyond the last *backlog* (so pairing state stays right).
-    Stops after *max_messages* shown messages or *timeout* seconds, else never.
+    Stops after *max_messages* shown messages or *timeout* seconds, or when
+    ``on_idle()``, asked each time the file has not grown for
+    :data:`IDLE_SECONDS`, says so (the session is finished); else never.
     """
     deadline = None if timeout is None else time.monotonic() + timeout
+    idle_since = time.monotonic()
     shown = 0
     f = Follower(path)
     try:
@@ -133,6 +137,13 @@ def follow(
                 break
             time.sleep(interval if deadline is None else max(0.0, min(interval, deadline - time.monotonic())))
             new = f.poll()
+            now = time.monotonic()
+            if new:
+                idle_since = now
+            elif on_idle is not None and now - idle_since >= IDLE_SECONDS:
+                if on_idle():
+                    break
+                idle_since = now
             if not header_done and f.header is not None:
                 on_header(f.header)
                 header_done = True
@@ -172,6 +183,22 @@ def run(args: argparse.Namespace) -> int:
         else:
             t.remember(msg)
 
+    waiting_said = False
+
+    def on_idle() -> bool:
+        """True when the session is finished: nothing writes the file any more."""
+        nonlocal waiting_said
+        from .._hub import can_see_open_files, is_open
+
+        if can_see_open_files() and not is_open(path, ignore_self=True):
+            warn("ststrace tail", f"{path}: the session is closed (no process is writing it); stopping")
+            return True
+        if not waiting_said:
+            waiting_said = True
+            how = "a process still has it open" if can_see_open_files() else "this system cannot tell whether it is finished"
+            warn("ststrace tail", f"waiting for {path} to grow ({how}); Ctrl-C to stop")
+        return False
+
     follow(
         path,
         backlog=args.lines,
@@ -180,5 +207,6 @@ def run(args: argparse.Namespace) -> int:
         on_message=on_message,
         max_messages=args.max_messages,
         timeout=args.timeout,
+        on_idle=on_idle,
     )
     return 0

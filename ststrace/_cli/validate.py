@@ -6,63 +6,80 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._common import CliError, describe, dump_json, one_line, trace_file, warn
+from ._common import CliError, describe, dump_json, one_line, trace_files, warn
 
 #: Problems printed per file; a broken file's first lines say what is wrong.
 MAX_SHOWN = 20
 
 
 def setup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace files (.jsonl)")
+    p.add_argument(
+        "files", nargs="+", type=Path, metavar="PATH", help="trace files (.jsonl), or directories of them (searched recursively)"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
     p.add_argument("--all", action="store_true", help=f"print every problem, not just the first {MAX_SHOWN} per file")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._reader import validate
-
     failed = False
     report: list[dict[str, Any]] = []
-    for path in args.files:
+    for given in args.files:
+        # Each argument on its own: a missing one is reported, the others still checked.
         try:
-            problems = validate(trace_file(path))
-        except (CliError, OSError) as exc:
-            msg = str(exc) if isinstance(exc, CliError) else describe(exc)
-            warn("ststrace validate", msg)
+            paths = trace_files([given])
+        except CliError as exc:
             failed = True
-            report.append(
-                {
-                    "path": str(path),
-                    "ok": False,
-                    "errors": 1,
-                    "warnings": 0,
-                    "problems": [{"line": 0, "code": "unreadable", "severity": "error", "message": msg}],
-                }
-            )
+            _unreadable(given, str(exc), report)
             continue
-        n_err = sum(1 for pr in problems if pr.severity == "error")
-        failed = failed or n_err > 0
-        report.append(
-            {
-                "path": str(path),
-                "ok": n_err == 0,
-                "errors": n_err,
-                "warnings": len(problems) - n_err,
-                "problems": [pr._asdict() for pr in problems],
-            }
-        )
-        if not args.json:
-            if len(problems) == 1 and problems[0].code == "not-sts":
-                print(f"{path}: {one_line(problems[0].message)}")
-                continue
-            shown = problems if args.all else problems[:MAX_SHOWN]
-            for pr in shown:
-                where = f"{path}:{pr.line}" if pr.line > 0 else str(path)
-                print(f"{where}: {pr.severity}: {pr.code}: {one_line(pr.message)}")
-            if len(shown) < len(problems):
-                print(f"{path}: ... and {len(problems) - len(shown)} more problems (--all or --json lists every one)")
-            if not problems:
-                print(f"{path}: ok")
+        for path in paths:
+            failed = _check(path, args, report) or failed
     if args.json:
         dump_json({"ok": not failed, "files": report})
     return 1 if failed else 0
+
+
+def _unreadable(path: Path, msg: str, report: list[dict[str, Any]]) -> None:
+    warn("ststrace validate", msg)
+    report.append(
+        {
+            "path": str(path),
+            "ok": False,
+            "errors": 1,
+            "warnings": 0,
+            "problems": [{"line": 0, "code": "unreadable", "severity": "error", "message": msg}],
+        }
+    )
+
+
+def _check(path: Path, args: argparse.Namespace, report: list[dict[str, Any]]) -> bool:
+    """Validate one file, print and report its problems; True if it has errors."""
+    from .._reader import validate
+
+    try:
+        problems = validate(path)
+    except OSError as exc:
+        _unreadable(path, describe(exc), report)
+        return True
+    n_err = sum(1 for pr in problems if pr.severity == "error")
+    report.append(
+        {
+            "path": str(path),
+            "ok": n_err == 0,
+            "errors": n_err,
+            "warnings": len(problems) - n_err,
+            "problems": [pr._asdict() for pr in problems],
+        }
+    )
+    if not args.json:
+        if len(problems) == 1 and problems[0].code == "not-sts":
+            print(f"{path}: {one_line(problems[0].message)}")
+            return True
+        shown = problems if args.all else problems[:MAX_SHOWN]
+        for pr in shown:
+            where = f"{path}:{pr.line}" if pr.line > 0 else str(path)
+            print(f"{where}: {pr.severity}: {pr.code}: {one_line(pr.message)}")
+        if len(shown) < len(problems):
+            print(f"{path}: ... and {len(problems) - len(shown)} more problems (--all or --json lists every one)")
+        if not problems:
+            print(f"{path}: ok")
+    return n_err > 0

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,16 @@ from opentelemetry.sdk.trace import SpanProcessor as _SdkSpanProcessor
 from opentelemetry.sdk.trace.id_generator import IdGenerator, RandomIdGenerator
 
 from .._encode import dumps
-from .._reader import Trace, read
+from .._limits import token_count
+from .._reader import Trace, iter_messages, read
 
 __all__ = ["ExportResult", "export", "trace_spans"]
 
 #: Spans per OTLP request, and about how many bytes of attributes.
 BATCH = 512
 MAX_REQUEST_BYTES = 3 << 20
+#: Characters of JSON history a chat span carries (its most recent messages); see trace_spans.
+MAX_HISTORY_CHARS = 64 << 10
 _SCOPE = "ststrace.otel"
 
 
@@ -59,12 +62,73 @@ class _SessionIds(IdGenerator):
         return self._random.generate_span_id()
 
 
-class _Collect(_SdkSpanProcessor):
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
+class _Sender(_SdkSpanProcessor):
+    """Sends spans as they end, at most :data:`BATCH` spans and about
+    :data:`MAX_REQUEST_BYTES` per request: memory holds one batch, not the
+    session's spans (each chat span carries the history before it, so all of
+    them together grow with the square of the session's length).
+
+    A refused batch is kept in :attr:`error` (raising inside ``span.end()``
+    would reach the SDK); the spans ended after it are dropped, not sent."""
+
+    def __init__(self, exporter: Any, url: str, success: Any) -> None:
+        self._exporter = exporter
+        self._url = url
+        self._success = success
+        self._batch: list[ReadableSpan] = []
+        self._size = 0
+        self.sent = 0
+        self.error: ConnectionError | None = None
 
     def on_end(self, span: ReadableSpan) -> None:
-        self.spans.append(span)
+        if self.error is not None:
+            return
+        n = _size(span)
+        if self._batch and (len(self._batch) >= BATCH or self._size + n > MAX_REQUEST_BYTES):
+            self.flush()
+        self._batch.append(span)
+        self._size += n
+
+    def flush(self) -> None:
+        """Send what is batched; raises the refusal, if any."""
+        batch, self._batch, self._size = self._batch, [], 0
+        if batch and self.error is None:
+            if self._exporter.export(batch) is self._success:
+                self.sent += len(batch)
+            else:
+                self.error = ConnectionError(_refused(self._url))
+        if self.error is not None:
+            raise self.error
+
+
+def _not_listening(url: str) -> str | None:
+    """Why nothing can reach *url*'s host and port, or ``None`` when a connection
+    opens (or goes through a proxy, which this cannot check). Asked before the
+    first request, so a collector that is not running is one clear line, not
+    the exporter's retries for the whole timeout."""
+    import socket
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None  # a bad port: the exporter says so
+    if parts.scheme in urllib.request.getproxies() and not urllib.request.proxy_bypass(host):
+        return None
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+    except ConnectionRefusedError:
+        return f"{url}: nothing is listening at {host}:{port} (connection refused); is the collector running?"
+    except OSError as exc:
+        return f"{url}: cannot connect to {host}:{port}: {exc.strerror or exc}"
+    return None
+
+
+def _refused(url: str) -> str:
+    return _not_listening(url) or f"{url}: the OTLP receiver did not accept the spans (see the log for its answer)"
 
 
 def _trace_id(session_id: str) -> int:
@@ -94,11 +158,24 @@ def _parts(msg: Mapping[str, Any]) -> dict[str, Any]:
         parts.append({"type": "reasoning", "content": reasoning})
     if text or role != "assistant":
         parts.append({"type": "text", "content": text})
-    for call in msg.get("toolCalls") or ():
-        fn = call.get("function") or {}
+    for call_id, name, arguments in _calls(msg):
         # Arguments stay JSON text, so they come back byte for byte.
-        parts.append({"type": "tool_call", "id": call.get("id"), "name": fn.get("name"), "arguments": fn.get("arguments")})
+        parts.append({"type": "tool_call", "id": call_id, "name": name, "arguments": arguments})
     return {"role": role, "parts": parts}
+
+
+def _calls(msg: Mapping[str, Any]) -> list[tuple[Any, Any, Any]]:
+    """(id, name, arguments) of each tool call that has the STS shape; a
+    malformed ``toolCalls`` (the reader only checks role and content) gives none."""
+    calls = msg.get("toolCalls")
+    out: list[tuple[Any, Any, Any]] = []
+    if isinstance(calls, list):
+        for call in calls:
+            if isinstance(call, dict):
+                fn = call.get("function")
+                fn = fn if isinstance(fn, dict) else {}
+                out.append((call.get("id"), fn.get("name"), fn.get("arguments")))
+    return out
 
 
 #: Sub-agent header fields and the span attributes that carry them.
@@ -117,8 +194,9 @@ def _usage_attributes(usage: Any) -> dict[str, int]:
         return {}
 
     def num(key: str) -> int:
+        # A count validate refuses (2**64 cannot even be an OTel int attribute) counts as 0.
         value = usage.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+        return value if isinstance(value, int) and token_count(value) is not None else 0
 
     # The conventions count cached tokens inside the input tokens.
     out = {
@@ -134,12 +212,17 @@ def _usage_attributes(usage: Any) -> dict[str, int]:
     return out
 
 
-def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
+def trace_spans(trace: Trace, tracer: trace_api.Tracer, max_history_chars: int | None = MAX_HISTORY_CHARS) -> int:
     """Emit the spans of one session through *tracer*; returns how many.
 
     Spans end in conversation order (each ``chat`` span at its reply, each
     ``execute_tool`` span at its result, the root last), so a span processor
-    sees them as the conversation happened.
+    sees them as the conversation happened. A chat span's
+    ``gen_ai.input.messages`` holds the conversation before it, its most
+    recent messages up to *max_history_chars* characters of JSON (``None``: all of it);
+    ``ststrace.input.messages_omitted`` counts the older ones left out (the
+    root span holds them all). Unbounded, a long session would send bytes
+    growing with the square of its length.
     """
     header = trace.header
     messages = [m for m in trace.messages if isinstance(m, Mapping)]
@@ -168,7 +251,9 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
     )
     context = trace_api.set_span_in_context(root)
     count = 1
-    history: list[dict[str, Any]] = []
+    # Each message before this point, as JSON text: str, not orjson's bytes,
+    # which keep a 4 KiB buffer each however short the message.
+    history: list[str] = []
     open_tools: dict[str, tuple[Any, str]] = {}  # call id -> (span, name)
     previous = first
     for msg in messages:
@@ -179,9 +264,12 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
             attrs: dict[str, Any] = {
                 "gen_ai.operation.name": "chat",
                 **session_attrs,
-                "gen_ai.input.messages": _json(history),
+                "gen_ai.input.messages": "",
                 "gen_ai.output.messages": _json([_parts(msg)]),
             }
+            attrs["gen_ai.input.messages"], omitted = _recent(history, max_history_chars)
+            if omitted:
+                attrs["ststrace.input.messages_omitted"] = omitted
             if isinstance(model, str) and model:
                 attrs["gen_ai.request.model"] = model
                 attrs["gen_ai.response.model"] = model
@@ -189,10 +277,9 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
             span = tracer.start_span(f"chat {model or ''}".strip(), context=context, attributes=attrs, start_time=previous)
             span.end(end_time=max(at, previous))
             count += 1
-            for call in msg.get("toolCalls") or ():
-                fn = call.get("function") or {}
-                name = str(fn.get("name", ""))
-                call_id = str(call.get("id", ""))
+            for raw_id, raw_name, arguments in _calls(msg):
+                name = raw_name if isinstance(raw_name, str) else ""
+                call_id = raw_id if isinstance(raw_id, str) else ""
                 tool_span = tracer.start_span(
                     f"execute_tool {name}",
                     context=context,
@@ -202,24 +289,35 @@ def trace_spans(trace: Trace, tracer: trace_api.Tracer) -> int:
                         **session_attrs,
                         "gen_ai.tool.name": name,
                         "gen_ai.tool.call.id": call_id,
-                        "gen_ai.tool.call.arguments": str(fn.get("arguments", "{}")),
+                        "gen_ai.tool.call.arguments": arguments if isinstance(arguments, str) else "{}",
                     },
                     start_time=max(at, previous),
                 )
                 open_tools[call_id] = (tool_span, name)
         elif role == "tool":
-            pending = open_tools.pop(str(msg.get("toolCallId", "")), None)
+            answered = msg.get("toolCallId")
+            pending = open_tools.pop(answered, None) if isinstance(answered, str) else None
             if pending is not None:
                 tool_span = pending[0]
                 content = msg.get("content")
                 tool_span.set_attribute("gen_ai.tool.call.result", content if isinstance(content, str) else "")
                 tool_span.end(end_time=max(at, tool_span.start_time or 0))
                 count += 1
-        history.append(_parts(msg))
+        history.append(_json(_parts(msg)))
         previous = max(at, previous)
     # Calls never answered get no span: an execute_tool span stands for a tool that ran.
     root.end(end_time=max(last, previous))
     return count
+
+
+def _recent(history: list[str], budget: int | None) -> tuple[str, int]:
+    """The JSON array of the last messages of *history* that fit in *budget* characters
+    (at least the last one), and how many earlier ones were left out."""
+    start, size = len(history), 2
+    while start > 0 and (budget is None or start == len(history) or size + len(history[start - 1]) + 1 <= budget):
+        start -= 1
+        size += len(history[start]) + 1
+    return "[" + ",".join(history[start:]) + "]", start
 
 
 def _endpoint(endpoint: str) -> str:
@@ -236,13 +334,17 @@ def export(
     headers: Mapping[str, str] | None = None,
     timeout: float = 10.0,
     service_name: str = "ststrace",
+    max_history_chars: int | None = MAX_HISTORY_CHARS,
 ) -> ExportResult:
     """Send each STS session in *paths* as one OpenTelemetry trace to an OTLP/HTTP *endpoint*.
 
     *endpoint* is the collector's base URL (``http://localhost:4318``; ``/v1/traces``
     is added) or the full traces URL. Raises ``ValueError`` for a bad endpoint,
     ``TraceFormatError`` / ``OSError`` for a file that cannot be read (before
-    anything is sent), and ``ConnectionError`` when the receiver refuses a batch.
+    anything is sent), and ``ConnectionError`` when nothing listens at the
+    endpoint or the receiver refuses a batch. Spans are sent in batches as they
+    are built, so memory holds one session and one batch.
+    *max_history_chars*: see :func:`trace_spans`.
     """
     from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     from opentelemetry.sdk.trace.export import SpanExportResult
@@ -251,22 +353,36 @@ def export(
     # Checked here: the exporter only logs a bad timeout and reports a refused batch.
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout < float("inf"):
         raise ValueError(f"timeout must be a positive number of seconds, not {timeout!r}")
+    if max_history_chars is not None and (
+        isinstance(max_history_chars, bool) or not isinstance(max_history_chars, int) or max_history_chars < 0
+    ):
+        raise ValueError(f"max_history_chars must be a non-negative integer or None, not {max_history_chars!r}")
     if isinstance(paths, (str, os.PathLike)):
         paths = [paths]
-    traces = [read(Path(p)) for p in paths]  # every file checked before anything is sent
+    files = [Path(p) for p in paths]
+    for path in files:
+        # Every file checked before anything is sent, one message at a time.
+        for _ in iter_messages(path):
+            pass
+    unreachable = _not_listening(url)
+    if unreachable is not None:
+        raise ConnectionError(unreachable)
     ids = _SessionIds()
-    collect = _Collect()
     provider = TracerProvider(resource=Resource.create({"service.name": service_name}), id_generator=ids, shutdown_on_exit=False)
-    provider.add_span_processor(collect)
-    tracer = provider.get_tracer(_SCOPE)
     exporter = OTLPSpanExporter(endpoint=url, headers=dict(headers or {}), timeout=timeout)
-    sent = 0
+    sender = _Sender(exporter, url, SpanExportResult.SUCCESS)
+    provider.add_span_processor(sender)
+    tracer = provider.get_tracer(_SCOPE)
     try:
-        for trace in traces:
+        for path in files:
+            trace = read(path)
             ids.trace_id = _trace_id(trace.id)
-            trace_spans(trace, tracer)
-            sent += _send(exporter, collect, url, SpanExportResult.SUCCESS)
-        return ExportResult(sessions=len(traces), spans=sent)
+            trace_spans(trace, tracer, max_history_chars)
+            del trace
+            if sender.error is not None:
+                raise sender.error
+        sender.flush()
+        return ExportResult(sessions=len(files), spans=sender.sent)
     finally:
         exporter.shutdown()  # type: ignore[no-untyped-call]
         provider.shutdown()
@@ -274,28 +390,3 @@ def export(
 
 def _size(span: ReadableSpan) -> int:
     return sum(len(v) for v in (span.attributes or {}).values() if isinstance(v, str)) + 200
-
-
-def _send(exporter: Any, collect: _Collect, url: str, success: Any) -> int:
-    """Send the collected spans, at most :data:`BATCH` spans and about
-    :data:`MAX_REQUEST_BYTES` per request (every chat span carries the history
-    before it, so a long session is large)."""
-    spans: Sequence[ReadableSpan] = collect.spans
-    collect.spans = []
-    batch: list[ReadableSpan] = []
-    size = 0
-    for span in spans:
-        n = _size(span)
-        if batch and (len(batch) >= BATCH or size + n > MAX_REQUEST_BYTES):
-            _export(exporter, batch, url, success)
-            batch, size = [], 0
-        batch.append(span)
-        size += n
-    if batch:
-        _export(exporter, batch, url, success)
-    return len(spans)
-
-
-def _export(exporter: Any, batch: Sequence[ReadableSpan], url: str, success: Any) -> None:
-    if exporter.export(batch) is not success:
-        raise ConnectionError(f"{url}: the OTLP receiver did not accept the spans (see the log for its answer)")

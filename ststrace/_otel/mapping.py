@@ -36,6 +36,7 @@ import orjson
 
 from .._encode import content_text, json_text
 from .._ids import new_tool_call_id
+from .._limits import MAX_TOKEN_COUNT, token_count
 from .._session import _fingerprint
 
 __all__ = ["MARKERS", "InputCache", "Step", "parse_span", "usage_from"]
@@ -466,8 +467,10 @@ def _indexed(attrs: Attributes, prefix: str, reader: Any) -> list[Message] | Non
 
 
 def _first_int(attrs: Attributes, *keys: str) -> int | None:
+    # A negative, huge or non-integer count is dropped as if unreported: the
+    # reply is still recorded (check_usage would refuse the whole message).
     for key in keys:
-        value = _int(attrs.get(key))
+        value = token_count(attrs.get(key))
         if value is not None:
             return value
     return None
@@ -506,7 +509,7 @@ def usage_from(attrs: Attributes) -> dict[str, int] | None:
         "cacheRead": cache_read,
         "cacheWrite": cache_write,
     }
-    usage["totalTokens"] = usage["input"] + usage["output"] + cache_read + cache_write
+    usage["totalTokens"] = min(usage["input"] + usage["output"] + cache_read + cache_write, MAX_TOKEN_COUNT)
     reasoning = _first_int(
         attrs,
         "gen_ai.usage.reasoning.output_tokens",

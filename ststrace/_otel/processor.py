@@ -96,7 +96,8 @@ def _session_id(conversation: str, shown: str | None = None) -> str:
     conversation id as redaction leaves it: a secret in it must not reach the
     file name (a digest of a high-entropy token does not give it away)."""
     clean = _BAD_ID_CHARS.sub("_", conversation if shown is None else shown)
-    if clean == conversation and len(clean) <= 128 and clean not in ("", ".", ".."):
+    # A leading dot would make a hidden file ("....jsonl") that `traces/*.jsonl` skips.
+    if clean == conversation and len(clean) <= 128 and not clean.startswith("."):
         return clean
     digest = hashlib.sha256(conversation.encode("utf-8", "surrogatepass")).hexdigest()[:16]
     return f"{clean[:100].strip('.')}-{digest}".lstrip("-")

@@ -36,6 +36,17 @@ def _missing() -> str | None:
     return None
 
 
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """One line when the browser tests skipped, above pytest's summary: among
+    hundreds of dots, 39 's' are easy to miss."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if r.nodeid.startswith("tests/browser/")]
+    if skipped:
+        reason = _missing() or "see the skip reasons below"
+        terminalreporter.write_line(
+            f"NOTE: {len(skipped)} browser test(s) in tests/browser/ skipped: {reason}", yellow=True, bold=True
+        )
+
+
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     reason = _missing()
