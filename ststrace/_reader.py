@@ -135,7 +135,7 @@ def message_of(path: Path, line: int, obj: Any) -> dict[str, Any]:
     msg: dict[str, Any] = obj["message"]
     role = msg.get("role")
     if not isinstance(role, str) or role not in ROLES:  # a list or object is unhashable
-        raise TraceFormatError(path, line, f"unknown role {_short(role)}")
+        raise TraceFormatError(path, line, f"unknown role {_short_repr(role)}")
     if not isinstance(msg.get("content"), str):
         raise TraceFormatError(path, line, "message content is missing or not a string")
     return msg
@@ -245,7 +245,7 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
             key_sets.add(frozenset(msg))
             role = msg.get("role")
             if not isinstance(role, str) or role not in ROLES:
-                err(n, "unknown-role", f"unknown role {_short(role)} (expected user, assistant, system or tool)")
+                err(n, "unknown-role", f"unknown role {_short_repr(role)} (expected user, assistant, system or tool)")
                 role = None  # unhashable values must not reach the checks below
             if "content" not in msg or msg["content"] is None:
                 err(n, "missing-content", "message has no content (use \"\" for empty content)")
@@ -342,7 +342,7 @@ def _check_usage(n: int, usage: Any, err: Any) -> None:
         if key in usage:
             value = usage[key]
             if not isinstance(value, int) or token_count(value) is None:
-                err(n, "usage-invalid", f"usage.{key} must be an integer from 0 to 2**53 - 1, got {_short(value)}")
+                err(n, "usage-invalid", f"usage.{key} must be an integer from 0 to 2**53 - 1, got {_short_repr(value)}")
     cost = usage.get("cost")
     if cost is not None:
         if not isinstance(cost, dict):
@@ -350,7 +350,7 @@ def _check_usage(n: int, usage: Any, err: Any) -> None:
         else:
             for key, amount in cost.items():
                 if key in _COST_KEYS and (isinstance(amount, bool) or not isinstance(amount, (int, float)) or amount < 0):
-                    err(n, "usage-invalid", f"usage.cost.{key} must be a non-negative number, got {_short(amount)}")
+                    err(n, "usage-invalid", f"usage.cost.{key} must be a non-negative number, got {_short_repr(amount)}")
 
 
 def _json_type(value: Any) -> str:
@@ -367,6 +367,6 @@ def _json_type(value: Any) -> str:
     return "object"
 
 
-def _short(value: Any) -> str:
+def _short_repr(value: Any) -> str:
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
