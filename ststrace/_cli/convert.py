@@ -135,6 +135,10 @@ class _Totals:
     replaced: int = 0
     messages: int = 0
     calls: int = 0
+    #: Replies (and, for Droid, sessions) whose token usage was carried over, and their tokens.
+    usage_replies: int = 0
+    usage_sessions: int = 0
+    tokens: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     redacted: Counter[str] = field(default_factory=Counter)
 
@@ -250,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
         totals.traces += len(traces)
         totals.messages += sum(len(t.messages) for t in traces)
         totals.calls += sum(len(m.get("toolCalls", ())) for t in traces for m in t.messages)
+        _count_usage(traces, totals)
         totals.dropped.update(dropped)
         totals.redacted.update(redactions)
     progress.update(len(files), "")
@@ -258,12 +263,33 @@ def run(args: argparse.Namespace) -> int:
     return 1 if totals.failed else 0
 
 
+def _count_usage(traces: list[Trace], totals: _Totals) -> None:
+    for t in traces:
+        replies = [u for m in t.messages if isinstance(u := m.get("usage"), dict)]
+        totals.usage_replies += len(replies)
+        totals.tokens += sum(_tokens(u) for u in replies)
+        head = t.header.get("usage")
+        if not replies and isinstance(head, dict):
+            totals.usage_sessions += 1
+            totals.tokens += _tokens(head)
+
+
+def _tokens(usage: dict[str, Any]) -> int:
+    n = usage.get("totalTokens")
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
 def _summary(t: _Totals, n_files: int, outdir: Path, args: argparse.Namespace, subagents: int) -> str:
     layout = " (Pi layout)" if args.to == "pi" else ""
     text = (
         f"converted {t.done} of {plural(n_files, 'file')} into {plural(t.traces, 'trace')} in {outdir}{layout} "
         f"({plural(t.messages, 'message')}, {plural(t.calls, 'tool call')})"
     )
+    if t.usage_replies or t.usage_sessions:
+        kept = [f"{t.usage_replies} repl{'y' if t.usage_replies == 1 else 'ies'}"] if t.usage_replies else []
+        if t.usage_sessions:
+            kept.append(plural(t.usage_sessions, "session total"))
+        text += f"; token usage kept: {' and '.join(kept)}, {t.tokens:,} tokens"
     text += "; dropped: " + (", ".join(f"{n} {k}" for k, n in sorted(t.dropped.items())) if t.dropped else "nothing")
     if args.no_redact:
         text += "; redaction off"

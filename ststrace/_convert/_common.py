@@ -20,6 +20,7 @@ import orjson
 
 from .._encode import content_text, json_text
 from .._reader import Trace
+from .._records import check_usage
 
 
 @dataclass
@@ -220,6 +221,40 @@ def arguments_json(value: Any) -> str:
         except orjson.JSONDecodeError:
             return json_text({"input": value})
     return json_text(value)
+
+
+def usage_counts(raw: Any, dropped: Counter[str]) -> dict[str, Any] | None:
+    """A source's token usage (any provider shape :func:`ststrace._records.check_usage`
+    reads) in the Pi shape, cache reads and writes apart from ``input``; ``None``
+    when there is none or all counts are zero (agents write zeros for a reply
+    that was never sent). A malformed report is counted as ``invalid_usage``."""
+    if raw is None:
+        return None
+    try:
+        usage = check_usage(raw)
+    except ValueError:
+        dropped["invalid_usage"] += 1
+        return None
+    if not any(usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")):
+        return None
+    cost = usage.get("cost")
+    if isinstance(cost, dict) and not any(cost.values()):
+        del usage["cost"]  # no prices known (Pi's zeros), not a free reply
+    return usage
+
+
+def add_usage(msg: dict[str, Any], usage: Mapping[str, Any]) -> None:
+    """Add *usage* to the counts *msg* already carries (two model calls merged into one message)."""
+    prev = msg.get("usage")
+    if not isinstance(prev, dict):
+        msg["usage"] = dict(usage)
+        return
+    for key, value in usage.items():
+        if isinstance(value, int) and isinstance(prev.get(key, 0), int):
+            prev[key] = prev.get(key, 0) + value
+        elif key == "cost" and isinstance(value, Mapping) and isinstance(prev.get("cost"), dict):
+            for k, v in value.items():
+                prev["cost"][k] = prev["cost"].get(k, 0) + v
 
 
 def mark_error(text: str, is_error: bool) -> str:

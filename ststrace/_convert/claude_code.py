@@ -1,7 +1,8 @@
 """Claude Code sessions (``~/.claude/projects/<project>/<session>.jsonl``).
 
 One API response is written as several ``assistant`` lines sharing
-``message.id`` (one per content block); they become one STS message. Tool
+``message.id`` (one per content block); they become one STS message, with the
+response's ``usage`` (Anthropic counts: cache reads and writes apart from input). Tool
 results arrive as ``user`` lines holding ``tool_result`` blocks. Lines of a
 subagent (``isSidechain``, grouped by ``agentId``) become their own trace, in
 the main file (older versions) or in ``<session>/subagents/agent-<id>.jsonl``
@@ -24,7 +25,7 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from ._anthropic import user_text
-from ._common import Builder, Converted, block_kind, blocks_text, finish, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, Converted, block_kind, blocks_text, finish, iter_jsonl, str_or_none, to_ms, usage_counts
 
 HARNESS = "claude-code"
 
@@ -249,6 +250,11 @@ def _assistant(g: _Group, msg: Mapping[str, Any], ts: int | None) -> None:
         else:
             b.extend_assistant(target, text=blocks_text([block], b.dropped))
     b.extend_assistant(target, model=model)
+    # Every line of a split response repeats the response's usage, the last
+    # one with the final output count: the last report wins.
+    usage = usage_counts(msg.get("usage"), b.dropped)
+    if usage is not None:
+        target["usage"] = usage
 
 
 def _str(value: Any) -> str:
