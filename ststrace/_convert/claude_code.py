@@ -12,7 +12,9 @@ when the main session shows it, the ``Task`` call that started it in
 
 The title: a ``custom-title`` line, else a ``summary`` line whose ``leafUuid``
 is a message of this file (Claude Code also appends summaries of *other*
-sessions to a file), else the first user prompt, shortened.
+sessions to a file), else the first user prompt, shortened. A slash command's wrapper turns
+(``<command-name>/clear</command-name>``, ``<local-command-stdout>``, the
+"Caveat: ..." note) stay in the trace as they are but are not the prompt.
 """
 
 from __future__ import annotations
@@ -111,7 +113,7 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
         if kind == "user" and isinstance(msg, dict):
             gkey, g = group_for(obj)
             prompt = _user(g.b, obj, msg, ts)
-            if prompt is not None and gkey not in first_prompt:
+            if prompt is not None and gkey not in first_prompt and not is_command(prompt):
                 first_prompt[gkey] = prompt
         elif kind == "assistant" and isinstance(msg, dict):
             _assistant(group_for(obj)[1], msg, ts)
@@ -134,6 +136,25 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
         if not g.b.name and gkey in first_prompt:
             g.b.name = shorten(first_prompt[gkey])
     return finish((g.b for g in groups.values()), file_dropped)
+
+
+#: What Claude Code writes as a user turn around a slash command (``/clear``,
+#: ``/init``): the command itself, its arguments, its output, the caveat before it.
+_COMMAND_TAGS = (
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+)
+_CAVEAT = "Caveat: The messages below were generated"
+
+
+def is_command(text: str) -> bool:
+    """Whether a user turn is a slash command's wrapper rather than a prompt the user typed."""
+    head = text.lstrip()
+    return head.startswith(_COMMAND_TAGS) or head.startswith(_CAVEAT)
 
 
 def shorten(text: str, limit: int = _TITLE_CHARS) -> str | None:
@@ -202,7 +223,7 @@ def _user(b: Builder, obj: Mapping[str, Any], msg: Mapping[str, Any], ts: int | 
         return None
     if obj.get("isCompactSummary"):
         b.system(f"[compaction summary]\n{text}", ts)
-    elif obj.get("isMeta"):
+    elif obj.get("isMeta") or text.lstrip().startswith(_CAVEAT):
         # Injected by Claude Code itself (caveats, hook output), not typed by the user.
         b.system(text, ts)
     else:
