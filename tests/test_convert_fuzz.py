@@ -60,6 +60,10 @@ BASES: list[tuple[Path, str]] = [
     (WILD / "codex_image_prompt.jsonl", "codex"),
     (WILD / "codex_early.jsonl", "codex"),
     (WILD / "droid_models.jsonl", "droid"),
+    (WILD / "cc_clear.jsonl", "claude-code"),
+    (WILD / "cc_init.jsonl", "claude-code"),
+    (WILD / "llama_regenerated.jsonl", "sts"),
+    (WILD / "llama_tools.jsonl", "sts"),
 ]
 
 

@@ -69,3 +69,135 @@ def test_claude_code_title_is_the_first_real_prompt_not_the_slash_command(name: 
     caveats = [m for m in trace.messages if m["content"].startswith("Caveat:")]
     assert all(m["role"] == "system" for m in caveats)
     assert _errors(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+# -- STS to STS ----------------------------------------------------------------------
+
+
+def test_convert_on_an_sts_file_normalises_it_and_succeeds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An STS file converts (exit 0): secrets redacted, a result before its call and a
+    second answer dropped and counted, a reused call id made unique; the output validates."""
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    src = tmp_path / "in" / "run.jsonl"
+    src.parent.mkdir()
+    rows = [
+        {"type": "session", "harness": "my-agent", "id": "run-1", "name": "deploy", "team": "infra"},
+        {"role": "user", "content": f"deploy with {token}"},
+        {"role": "tool", "toolCallId": "c1", "content": "too early"},
+        {"role": "assistant", "content": "", "model": "m", "toolCalls": [{"id": "c1", "function": {"name": "sh", "arguments": "{\"cmd\": \"ls\"}"}}]},
+        {"role": "tool", "toolCallId": "c1", "content": "a b"},
+        {"role": "tool", "toolCallId": "c1", "content": "again"},
+        {"role": "assistant", "content": "", "toolCalls": [{"id": "c1", "function": {"name": "sh", "arguments": "{}"}}]},
+        {"role": "assistant", "content": "done", "model": "m", "usage": {"input": 5, "output": 2}},
+    ]
+    src.write_text("".join(json.dumps(r if r.get("type") else {"type": "message", "message": r}) + "\n" for r in rows))
+    assert [p.code for p in validate(src) if p.severity == "error"] == [
+        "orphan-tool-result", "duplicate-tool-result", "duplicate-tool-call-id",
+    ]
+    from ststrace.cli import main
+
+    assert main(["convert", str(src), "-o", str(tmp_path / "out")]) == 0
+    summary = capsys.readouterr().out
+    assert "converted 1 of 1 file" in summary and "1 duplicate_tool_result, 1 orphan_tool_result" in summary
+    assert "redacted: 1 github_token" in summary
+    out = tmp_path / "out" / "run-1.jsonl"
+    assert _errors(out) == []
+    lines = _lines(out)
+    assert lines[0] == {"type": "session", "harness": "my-agent", "id": "run-1", "name": "deploy", "team": "infra"}
+    msgs = [x["message"] for x in lines[1:]]
+    assert token not in out.read_text()
+    assert [m["role"] for m in msgs] == ["user", "assistant", "tool", "assistant", "assistant"]
+    assert [tc["id"] for m in msgs for tc in m.get("toolCalls", [])] == ["c1", "c1#2"]
+    assert msgs[-1]["usage"] == {"input": 5, "output": 2, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 7}
+
+
+# -- llama.app message trees ---------------------------------------------------------
+
+
+def _llama(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """(header, active path, every root-to-leaf path), walking ``children`` down
+    and ``parent`` up as llama.app does; the ``root`` row is no message."""
+    rows = _lines(path)
+    head, msgs = rows[0], [r["message"] for r in rows[1:]]
+    by_id = {m["id"]: m for m in msgs}
+
+    def up(node: dict[str, Any] | None) -> list[dict[str, Any]]:
+        out = []
+        while node is not None:
+            if node["type"] != "root":
+                out.append(node)
+            node = by_id.get(node["parent"]) if node["parent"] else None
+        return out[::-1]
+
+    leaves = [m for m in msgs if not m["children"] and m["type"] != "root"]
+    start = by_id.get(head.get("currNode") or "") or max(leaves, key=lambda m: m["timestamp"])
+    return head, up(start), [up(leaf) for leaf in leaves]
+
+
+LLAMA = ["llama_regenerated.jsonl", "llama_tools.jsonl"]
+
+
+@pytest.mark.parametrize("name", LLAMA)
+def test_llama_tree_reads_as_its_active_path(name: str) -> None:
+    """``read`` / ``iter_messages`` give the path root -> currNode: no placeholder,
+    one reply where a regeneration left two; no final newline, ``harness`` first: fine."""
+    from ststrace import iter_messages, read
+
+    src = WILD / name
+    assert not src.read_bytes().endswith(b"\n")
+    head, active, _ = _llama(src)
+    trace = read(src)
+    assert [m["id"] for m in trace.messages] == [m["id"] for m in active]
+    assert [m["id"] for m in iter_messages(src)] == [m["id"] for m in active]
+    assert not any(m.get("type") == "root" for m in trace.messages)
+    assert trace.messages[-1]["id"] == head["currNode"]
+    assert _errors(src) == []
+
+
+@pytest.mark.parametrize("name", LLAMA)
+def test_llama_tree_converts_to_its_active_path_or_one_file_per_leaf(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ststrace.cli import main
+
+    src = WILD / name
+    head, active, every = _llama(src)
+    [trace] = convert_file(src).traces
+    assert [(m["role"], m["content"]) for m in trace.messages] == [(m["role"], m["content"]) for m in active]
+    assert trace.header["harness"] == "llama.app" and trace.header["id"] == head["id"] and "currNode" not in trace.header
+    calls = [tc["id"] for m in active for tc in m.get("toolCalls", [])]
+    assert [tc["id"] for m in trace.messages for tc in m.get("toolCalls", [])] == calls
+    assert [m["toolCallId"] for m in trace.messages if m["role"] == "tool"] == [m["toolCallId"] for m in active if m["role"] == "tool"]
+    timed = [m for m in active if "timings" in m]
+    assert [m["usage"]["output"] for m in trace.messages if "usage" in m] == [m["timings"]["predicted_n"] for m in timed]
+    assert [m["usage"]["cacheRead"] for m in trace.messages if "usage" in m] == [m["timings"]["cache_n"] for m in timed]
+
+    assert main(["convert", "--all-branches", str(src), "-o", str(tmp_path / "all")]) == 0
+    capsys.readouterr()
+    outs = sorted((tmp_path / "all").iterdir())
+    assert len(outs) == len(every)
+    got = sorted([m["message"]["content"] for m in _lines(o)[1:]] for o in outs)
+    assert got == sorted([m["content"] for m in path] for path in every)
+    assert all(_errors(o) == [] for o in outs)
+
+
+@pytest.mark.parametrize("name", LLAMA)
+def test_llama_tree_to_pi_shows_one_answer_and_the_hub_loader_takes_it(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--to pi`` chains the active path only: a regenerated reply is not followed
+    by the old one. The Hub's ``datasets`` loader takes the output for a trace."""
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    src = WILD / name
+    head, active, _ = _llama(src)
+    assert main(["convert", "--to", "pi", str(src), "-o", str(tmp_path / "pi")]) == 0
+    capsys.readouterr()
+    [out] = (tmp_path / "pi").iterdir()
+    pi_msgs = [o["message"] for o in _lines(out) if o["type"] == "message"]
+    replies = [b["text"] for m in pi_msgs if m["role"] == "assistant" for b in m["content"] if b["type"] == "text"]
+    assert replies == [m["content"] for m in active if m["role"] == "assistant" and m["content"]]
+    first_user = next(m["content"] for m in active if m["role"] == "user")
+    assert hub_detects(out, tmp_path / "cache") == (True, head["id"], first_user)

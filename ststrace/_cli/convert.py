@@ -13,14 +13,12 @@ from typing import Any, Callable, TextIO
 import orjson
 
 from .._errors import internal_error
-from .._guard import make_guard
-from .._reader import Trace, read
+from .._reader import Trace
 from .._convert import (
     FORMATS,
     ConvertError,
     convert_file,
     format_name,
-    guard_trace,
     is_sts,
     output_name,
     replace_file,
@@ -36,7 +34,8 @@ def setup(p: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments and description to its sub-parser *p*."""
     p.description = (
         "Convert Pi, Claude Code, Codex, Hermes, Droid, Cursor or OpenAI-messages session files "
-        "to STS traces, one file per session in OUTDIR. The format is detected unless --from is given."
+        "to STS traces, one file per session in OUTDIR; an STS file (a llama.app message tree too) "
+        "is normalised. The format is detected unless --from is given."
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="session file(s) or directories (every *.jsonl under it)")
     p.add_argument("-o", "--out", dest="outdir", required=True, metavar="OUTDIR", help="directory for the converted files")
@@ -47,7 +46,9 @@ def setup(p: argparse.ArgumentParser) -> None:
         default="sts",
         help="output layout: sts (default) or pi (a Pi v3 session with a harness field; STS inputs are accepted too)",
     )
-    p.add_argument("--all-branches", action="store_true", help="Pi: one file per branch (leaf), not just the active one")
+    p.add_argument(
+        "--all-branches", action="store_true", help="Pi and llama.app trees: one file per branch (leaf), not just the active one"
+    )
     p.add_argument("--no-redact", action="store_true", help="keep secrets (redaction is on by default, as in Session)")
     again = p.add_mutually_exclusive_group()
     again.add_argument(
@@ -150,12 +151,6 @@ class _Refused(Exception):
 def _load(path: Path, args: argparse.Namespace) -> tuple[list[Trace], Counter[str], dict[str, int]]:
     """(traces, dropped, redactions) for one input."""
     redact = not args.no_redact
-    if args.to == "pi" and args.from_ is None and is_sts(path):
-        trace = read(path)
-        guard = make_guard(redact)
-        if guard is not None:
-            guard_trace(guard, trace)
-        return [trace], Counter(), dict(guard.counts) if guard is not None else {}
     result = convert_file(path, args.from_, all_branches=args.all_branches, redact=redact)
     return result.traces, result.dropped, result.redactions
 

@@ -22,7 +22,7 @@ from .._encode import dumps
 from .._guard import MessageGuard, make_guard
 from .._reader import Trace
 from .._redact import Redactor
-from . import claude_code, codex, cursor, droid, hermes, openai, pi
+from . import claude_code, codex, cursor, droid, hermes, openai, pi, sts
 from ._common import FORMAT_NAMES, ConvertError, Converted
 
 __all__ = [
@@ -53,6 +53,7 @@ FORMATS: dict[str, Converter] = {
     "droid": droid.convert,
     "cursor": cursor.convert,
     "openai": openai.convert,
+    "sts": sts.convert,
 }
 assert tuple(FORMATS) == FORMAT_NAMES
 
@@ -67,6 +68,8 @@ _ALIASES = {
     "codex-cli": "codex",
     "chat": "openai",
     "messages": "openai",
+    "llama.app": "sts",
+    "llama": "sts",
 }
 
 
@@ -211,9 +214,7 @@ def detect(path: str | os.PathLike[str]) -> str:
     first = objs[0] if isinstance(objs[0], dict) else {}
     ftype = _str_type(first)
     if ftype == "session":
-        if _looks_sts(dicts):
-            raise ConvertError(f"{p} is already an STS trace; nothing to convert")
-        return "pi"
+        return "sts" if _looks_sts(dicts) else "pi"
     if ftype == "session_start":
         return "droid"
     if ftype in ("cursor_session_meta", "cursor_available_tools"):

@@ -38,7 +38,7 @@ class Converted:
 
 
 #: The source formats, in the order messages list them (``FORMATS`` keys).
-FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai")
+FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai", "sts")
 
 
 class ConvertError(ValueError):
