@@ -201,3 +201,102 @@ def test_llama_tree_to_pi_shows_one_answer_and_the_hub_loader_takes_it(
     assert replies == [m["content"] for m in active if m["role"] == "assistant" and m["content"]]
     first_user = next(m["content"] for m in active if m["role"] == "user")
     assert hub_detects(out, tmp_path / "cache") == (True, head["id"], first_user)
+
+
+# -- every reading command on every format -------------------------------------------
+
+
+def _source_openai(path: Path) -> tuple[int, int, str]:
+    doc = json.loads(path.read_text())
+    msgs = doc["messages"]
+    calls = {c["id"] for m in msgs for c in m.get("tool_calls") or []}
+    results = sum(1 for m in msgs if m["role"] == "tool" and m["tool_call_id"] in calls)
+    first = next(m["content"] for m in msgs if m["role"] == "user")
+    return len(calls), results, first if isinstance(first, str) else first[0]["text"]
+
+
+def _source_llama(path: Path) -> tuple[int, int, str]:
+    _, active, _ = _llama(path)
+    calls = {c["id"] for m in active for c in m.get("toolCalls", [])}
+    results = sum(1 for m in active if m["role"] == "tool" and m["toolCallId"] in calls)
+    return len(calls), results, next(m["content"] for m in active if m["role"] == "user")
+
+
+def _cases() -> list[tuple[Path, str, Any]]:
+    from test_convert import SAMPLE_CASES
+
+    cases = [(SAMPLES / name, fmt, count) for name, fmt, count in SAMPLE_CASES]
+    cases.append((HERE / "fixtures" / "convert" / "openai_messages.json", "openai", _source_openai))
+    cases.append((WILD / "llama_tools.jsonl", "sts", _source_llama))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize(("src", "fmt", "count"), CASES, ids=[f"{c[0].name}" for c in CASES])
+def test_every_reading_command_reads_every_format(
+    src: Path, fmt: str, count: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stats``, ``cat`` and ``view`` open any file ``convert`` reads (converted in
+    memory, the format named), with the counts of the source; ``validate`` says
+    what a non-STS file is and how to turn it into STS."""
+    from ststrace.cli import main
+
+    calls, results, prompt = count(src)
+    assert main(["stats", "--json", str(src)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    main_file = doc["files"][0]
+    assert (main_file["tool_calls"], main_file["tool_results"]) == (calls, results)
+    assert main_file["format"] == (None if fmt == "sts" else fmt)
+    assert main(["stats", str(src)]) == 0
+    text = capsys.readouterr().out
+    assert (f"({fmt}, converted in memory)" in text) is (fmt != "sts")
+
+    assert main(["cat", "--no-color", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert " ".join(prompt.split())[:60] in " ".join(out.split())
+    assert ("converted in memory from " in out) is (fmt != "sts")
+
+    page = tmp_path / "page.html"
+    assert main(["view", str(src), "-o", str(page)]) == 0
+    capsys.readouterr()
+    from test_usage_cli import page_data
+
+    data = page_data(page)
+    assert sum(len(m.get("toolCalls", [])) for m in data["messages"]) == calls
+    assert ("note" in data["source"]) is (fmt != "sts")
+
+    code = main(["validate", str(src)])
+    out = capsys.readouterr().out
+    if fmt == "sts":
+        assert code == 0 and "error" not in out
+    else:
+        assert code == 1
+        assert out.strip().endswith("not STS; `ststrace convert` turns it into STS")
+        assert out.count("\n") == 1
+
+
+def test_view_and_stats_on_a_claude_code_projects_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ststrace view ~/.claude/projects/<project>``: one page per session file, the
+    subagent's page linked to its parent's, as for STS folders; ``stats`` totals them."""
+    import shutil
+
+    from ststrace.cli import main
+    from test_usage_cli import page_data
+
+    project = tmp_path / "proj"
+    shutil.copytree(WILD / "cc-main-1", project / "cc-main-1")
+    shutil.copy(WILD / "cc-main-1.jsonl", project / "cc-main-1.jsonl")
+    shutil.copy(WILD / "cc_clear.jsonl", project / "cc_clear.jsonl")
+    assert main(["view", str(project)]) == 0
+    assert capsys.readouterr().err == ""
+    sub = page_data(project / "cc-main-1" / "subagents" / "agent-a7f3c2d.html")
+    assert sub["links"]["parent"]["href"] == "../../cc-main-1.html"
+    assert "converted in memory from a Claude Code session" in sub["source"]["note"]
+    assert page_data(project / "cc_clear.html")["header"]["name"].startswith("why does `make test` fail")
+
+    assert main(["stats", "--json", str(project)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {f["format"] for f in doc["files"]} == {"claude-code"}
+    assert doc["total"]["sub_agents"] >= 1

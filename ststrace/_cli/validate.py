@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._common import CliError, describe, dump_json, one_line, trace_file, warn
+from ._common import CliError, describe, dump_json, one_line, source_format, trace_file, warn
 
 #: Problems printed per file; a broken file's first lines say what is wrong.
 MAX_SHOWN = 20
@@ -18,6 +18,18 @@ def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--all", action="store_true", help=f"print every problem, not just the first {MAX_SHOWN} per file")
 
 
+def _not_sts(path: Path) -> list[Any]:
+    """One ``not-sts`` problem for another agent's session file (instead of a list of STS errors)."""
+    from .._convert import FORMAT_LABELS
+    from .._reader import Problem
+
+    fmt = source_format(path)
+    if fmt == "sts":
+        return []
+    what = FORMAT_LABELS.get(fmt, fmt)
+    return [Problem(1, "not-sts", f"this is {what}, not STS; `ststrace convert` turns it into STS", "error")]
+
+
 def run(args: argparse.Namespace) -> int:
     from .._reader import validate
 
@@ -25,7 +37,7 @@ def run(args: argparse.Namespace) -> int:
     report: list[dict[str, Any]] = []
     for path in args.files:
         try:
-            problems = validate(trace_file(path))
+            problems = _not_sts(trace_file(path)) or validate(path)
         except (CliError, OSError) as exc:
             msg = str(exc) if isinstance(exc, CliError) else describe(exc)
             warn("ststrace validate", msg)

@@ -23,10 +23,11 @@ from .._guard import MessageGuard, make_guard
 from .._reader import Trace
 from .._redact import Redactor
 from . import claude_code, codex, cursor, droid, hermes, openai, pi, sts
-from ._common import FORMAT_NAMES, ConvertError, Converted
+from ._common import FORMAT_LABELS, FORMAT_NAMES, ConvertError, Converted
 
 __all__ = [
     "FORMATS",
+    "FORMAT_LABELS",
     "ConvertError",
     "ConvertResult",
     "Converted",
@@ -214,7 +215,8 @@ def detect(path: str | os.PathLike[str]) -> str:
     first = objs[0] if isinstance(objs[0], dict) else {}
     ftype = _str_type(first)
     if ftype == "session":
-        return "sts" if _looks_sts(dicts) else "pi"
+        # A damaged STS file is still STS: the reader names what is wrong with it.
+        return "pi" if not _looks_sts(dicts) and _looks_pi(dicts) else "sts"
     if ftype == "session_start":
         return "droid"
     if ftype in ("cursor_session_meta", "cursor_available_tools"):
@@ -276,6 +278,14 @@ def _looks_sts(dicts: list[dict[str, Any]]) -> bool:
         and "id" not in o
         for o in rest
     )
+
+
+def _looks_pi(dicts: list[dict[str, Any]]) -> bool:
+    """A Pi header (no ``harness``, or a ``version`` / ``convertedBy``) or Pi's linked entries."""
+    first = dicts[0]
+    if not isinstance(first.get("harness"), str) or "version" in first or "convertedBy" in first:
+        return True
+    return any("parentId" in o for o in dicts[1:])
 
 
 def is_sts(path: str | os.PathLike[str]) -> bool:

@@ -40,6 +40,18 @@ class Converted:
 #: The source formats, in the order messages list them (``FORMATS`` keys).
 FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai", "sts")
 
+#: What each format is called in messages ("this is a Pi session, not STS").
+FORMAT_LABELS = {
+    "pi": "a Pi session",
+    "claude-code": "a Claude Code session",
+    "codex": "a Codex session",
+    "hermes": "a Hermes Agent session",
+    "droid": "a Factory Droid session",
+    "cursor": "a Cursor session",
+    "openai": "an OpenAI messages file",
+    "sts": "an STS trace",
+}
+
 
 class ConvertError(ValueError):
     """A source file cannot be converted (unknown format, unreadable content).

@@ -102,12 +102,15 @@ def render_html(
     strict: bool = False,
     title: str | None = None,
     links: dict[str, Any] | None = None,
+    note: str | None = None,
 ) -> str:
     """Return the viewer page for a trace file path or an in-memory trace.
 
     With a path, the file is read with :func:`ststrace.read` (``strict=False`` by
     default, so the torn last line of a crashed run is skipped, not fatal);
     :class:`ststrace.TraceFormatError` and ``OSError`` propagate to the caller.
+    *note* says where the trace came from when it is not the file as it is
+    ("converted in memory from a Codex session").
     """
     info: dict[str, Any] = {}
     lines: list[int] | None = None
@@ -144,6 +147,8 @@ def render_html(
     messages = list(trace.messages)
     if lines is not None and len(lines) != len(messages):
         lines = None
+    if note:
+        info["note"] = note
     info["generated"] = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
     version = _version()
     if version:

@@ -767,6 +767,7 @@
       row(k, textBlock(compact.length <= 80 ? compact : JSON.stringify(v, null, 2), "mono"));
     });
     if (typeof source.bytes === "number") row("size", fmtBytes(source.bytes));
+    if (typeof source.note === "string") row("source", source.note);
     sessionLinkRows(row);
     box.appendChild(dl);
 
