@@ -64,6 +64,8 @@ BASES: list[tuple[Path, str]] = [
     (WILD / "cc_init.jsonl", "claude-code"),
     (WILD / "llama_regenerated.jsonl", "sts"),
     (WILD / "llama_tools.jsonl", "sts"),
+    (HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini"),
+    (HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini"),
 ]
 
 

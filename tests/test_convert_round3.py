@@ -203,6 +203,96 @@ def test_llama_tree_to_pi_shows_one_answer_and_the_hub_loader_takes_it(
     assert hub_detects(out, tmp_path / "cache") == (True, head["id"], first_user)
 
 
+# -- Gemini CLI ------------------------------------------------------------------------
+
+GEMINI = HERE / "fixtures" / "gemini"
+GEMINI_RECORDINGS = ["session-2025-12-01T21-45-5b959dae.json", "session-2026-01-16T11-01-file-ops-37b7abef.json"]
+
+
+def _source_gemini(path: Path) -> tuple[int, int, str]:
+    """(calls, results, first prompt) of a chat recording or a checkpoint."""
+    doc = json.loads(path.read_text())
+    if isinstance(doc, dict):
+        msgs = doc["messages"]
+        calls = [c for m in msgs if m["type"] == "gemini" for c in m.get("toolCalls", [])]
+        return len(calls), sum(1 for c in calls if c.get("result")), next(m["content"] for m in msgs if m["type"] == "user")
+    calls = [p for c in doc if c["role"] == "model" for p in c["parts"] if "functionCall" in p]
+    results = [p for c in doc if c["role"] == "user" for p in c["parts"] if "functionResponse" in p]
+    prompts = [p["text"] for c in doc if c["role"] == "user" for p in c["parts"] if "text" in p]
+    return len(calls), len(results), next(t for t in prompts if not t.startswith("This is the Gemini CLI."))
+
+
+def _gemini_usage(path: Path) -> list[dict[str, int]]:
+    out = []
+    for m in json.loads(path.read_text())["messages"]:
+        t = m.get("tokens")
+        if m["type"] == "gemini" and t:
+            out.append(
+                {
+                    "input": t["input"] - t["cached"] + t["tool"],
+                    "output": t["output"] + t["thoughts"],
+                    "cacheRead": t["cached"],
+                    "cacheWrite": 0,
+                    "totalTokens": t["total"],
+                    "reasoning": t["thoughts"],
+                }
+            )
+    return out
+
+
+@pytest.mark.parametrize("name", [*GEMINI_RECORDINGS, "checkpoint-auth-fix.json"])
+def test_gemini_cli_sessions_convert_with_calls_results_and_usage(name: str, tmp_path: Path) -> None:
+    """Real Gemini CLI chat recordings (and a checkpoint): every call and its result,
+    paired; thoughts as reasoning; Gemini's token counts in the Pi shape (cached
+    tokens out of input, thoughts in output) adding up to Gemini's own total."""
+    src = GEMINI / name
+    calls, results, prompt = _source_gemini(src)
+    r = convert_file(src)
+    assert r.format == "gemini"
+    [trace] = r.traces
+    assert trace.header["harness"] == "gemini-cli"
+    msgs = trace.messages
+    assert sum(len(m.get("toolCalls", [])) for m in msgs) == calls
+    assert sum(1 for m in msgs if m["role"] == "tool") == results
+    assert next(m["content"] for m in msgs if m["role"] == "user") == prompt
+    assert trace.header["name"] == " ".join(prompt.splitlines()[0].split())[:80]
+    if name.startswith("session-"):
+        doc = json.loads(src.read_text())
+        assert trace.id == doc["sessionId"]
+        assert [m["usage"] for m in msgs if "usage" in m] == _gemini_usage(src)
+        assert all(u["totalTokens"] == u["input"] + u["output"] + u["cacheRead"] for u in _gemini_usage(src))
+        thoughts = sum(1 for m in doc["messages"] if m.get("thoughts"))
+        assert sum(1 for m in msgs if "reasoningContent" in m) == thoughts
+    else:
+        assert [m["content"] for m in msgs if m["role"] == "tool"][-1] == "Error: Tool execution denied by user."
+        assert msgs[0]["role"] == "system"  # the context turn the CLI sends first
+    assert r.dropped == {}
+    assert _errors(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+def test_gemini_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder of Gemini CLI sessions converts (``session-*.json`` are picked up);
+    ``--to pi`` output is taken for a trace by the Hub's ``datasets`` loader."""
+    import shutil
+
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    chats = tmp_path / "tmp" / "abc123" / "chats"
+    chats.mkdir(parents=True)
+    for name in GEMINI_RECORDINGS:
+        shutil.copy(GEMINI / name, chats / name)
+    assert main(["convert", "--to", "pi", str(tmp_path / "tmp"), "-o", str(tmp_path / "pi")]) == 0
+    summary = capsys.readouterr().out
+    assert "converted 2 of 2 files" in summary and "token usage kept: 20 replies" in summary
+    for name in GEMINI_RECORDINGS:
+        doc = json.loads((GEMINI / name).read_text())
+        out = tmp_path / "pi" / f"{doc['sessionId']}.jsonl"
+        first = next(m["content"] for m in doc["messages"] if m["type"] == "user")
+        assert hub_detects(out, tmp_path / "cache" / name) == (True, doc["sessionId"], first)
+
+
 # -- every reading command on every format -------------------------------------------
 
 
@@ -228,6 +318,8 @@ def _cases() -> list[tuple[Path, str, Any]]:
     cases = [(SAMPLES / name, fmt, count) for name, fmt, count in SAMPLE_CASES]
     cases.append((HERE / "fixtures" / "convert" / "openai_messages.json", "openai", _source_openai))
     cases.append((WILD / "llama_tools.jsonl", "sts", _source_llama))
+    cases.append((HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini", _source_gemini))
+    cases.append((HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini", _source_gemini))
     return cases
 
 

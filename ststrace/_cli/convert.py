@@ -33,11 +33,16 @@ __all__ = ["plural", "run", "setup"]
 def setup(p: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments and description to its sub-parser *p*."""
     p.description = (
-        "Convert Pi, Claude Code, Codex, Hermes, Droid, Cursor or OpenAI-messages session files "
+        "Convert Pi, Claude Code, Codex, Gemini CLI, Hermes, Droid, Cursor or OpenAI-messages session files "
         "to STS traces, one file per session in OUTDIR; an STS file (a llama.app message tree too) "
         "is normalised. The format is detected unless --from is given."
     )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="session file(s) or directories (every *.jsonl under it)")
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="session file(s) or directories (every *.jsonl under it, and Gemini CLI's session-*.json / checkpoint-*.json)",
+    )
     p.add_argument("-o", "--out", dest="outdir", required=True, metavar="OUTDIR", help="directory for the converted files")
     p.add_argument("--from", dest="from_", metavar="FORMAT", help=f"source format: {', '.join(FORMATS)} (default: detect)")
     p.add_argument(
@@ -103,7 +108,9 @@ def _inputs(names: list[str], outdir: Path | None = None) -> tuple[list[Path], i
     for name in names:
         p = Path(name)
         if p.is_dir():
-            found = (f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
+            # Gemini CLI keeps its sessions as JSON documents (session-*.json, checkpoint-*.json).
+            globs = ("*.jsonl", "session-*.json", "checkpoint-*.json")
+            found = (f for f in sorted(x for g in globs for x in p.rglob(g)) if f.is_file())
             # Only an output directory strictly below the input one: with `-o dir`
             # itself, the inputs and outputs cannot be told apart by place.
             below = skip is not None and skip != p.resolve()

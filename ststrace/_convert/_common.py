@@ -38,7 +38,7 @@ class Converted:
 
 
 #: The source formats, in the order messages list them (``FORMATS`` keys).
-FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai", "sts")
+FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai", "sts", "gemini")
 
 #: What each format is called in messages ("this is a Pi session, not STS").
 FORMAT_LABELS = {
@@ -50,6 +50,7 @@ FORMAT_LABELS = {
     "cursor": "a Cursor session",
     "openai": "an OpenAI messages file",
     "sts": "an STS trace",
+    "gemini": "a Gemini CLI session",
 }
 
 
