@@ -66,6 +66,7 @@ BASES: list[tuple[Path, str]] = [
     (WILD / "llama_tools.jsonl", "sts"),
     (HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini"),
     (HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini"),
+    (WILD / "opencode_export.json", "opencode"),
 ]
 
 

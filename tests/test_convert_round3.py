@@ -293,6 +293,62 @@ def test_gemini_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.Mon
         assert hub_detects(out, tmp_path / "cache" / name) == (True, doc["sessionId"], first)
 
 
+# -- OpenCode ------------------------------------------------------------------------------
+
+OPENCODE = WILD / "opencode_export.json"
+
+
+def _source_opencode(path: Path) -> tuple[int, int, str]:
+    doc = json.loads(path.read_text())
+    tools = [p for m in doc["messages"] for p in m["parts"] if p["type"] == "tool"]
+    done = [p for p in tools if p["state"]["status"] in ("completed", "error")]
+    first = next(p["text"] for m in doc["messages"] if m["info"]["role"] == "user" for p in m["parts"] if p["type"] == "text")
+    return len(tools), len(done), first
+
+
+def test_opencode_export_one_message_per_step_with_its_tokens(tmp_path: Path) -> None:
+    """Each model call (step-start .. step-finish) is one assistant message carrying that
+    step's tokens and cost; tool parts give the call and, after it, the result (errors
+    marked); a synthetic text part is a system message; an aborted reply says so."""
+    calls, results, prompt = _source_opencode(OPENCODE)
+    r = convert_file(OPENCODE)
+    assert r.format == "opencode"
+    [trace] = r.traces
+    doc = json.loads(OPENCODE.read_text())
+    assert (trace.id, trace.header["name"]) == (doc["info"]["id"], doc["info"]["title"])
+    msgs = trace.messages
+    assert sum(len(m.get("toolCalls", [])) for m in msgs) == calls
+    assert sum(1 for m in msgs if m["role"] == "tool") == results
+    assert next(m["content"] for m in msgs if m["role"] == "user") == prompt
+    finishes = [p for m in doc["messages"] for p in m["parts"] if p["type"] == "step-finish"]
+    usages = [m["usage"] for m in msgs if "usage" in m]
+    assert len(usages) == len(finishes)
+    for u, f in zip(usages, finishes):
+        t = f["tokens"]
+        assert u["totalTokens"] == t["input"] + t["output"] + t["reasoning"] + t["cache"]["read"] + t["cache"]["write"]
+        assert (u["input"], u["cacheRead"], u["reasoning"]) == (t["input"], t["cache"]["read"], t["reasoning"])
+        assert u["cost"]["total"] == pytest.approx(f["cost"])
+    assert usages[0]["totalTokens"] == 8006  # the step's own total in the real log this shape comes from
+    tool_texts = [m["content"] for m in msgs if m["role"] == "tool"]
+    assert tool_texts[-1] == "Error: File is outside the allowed directories"
+    assert [m["role"] for m in msgs][-3:] == ["system", "user", "assistant"]
+    assert msgs[-1]["content"] == "Error: The operation was aborted."
+    assert r.dropped == {"image": 1}
+    assert _errors(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+def test_opencode_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    assert main(["convert", "--to", "pi", str(OPENCODE), "-o", str(tmp_path / "pi")]) == 0
+    assert "token usage kept: 2 replies, 16,297 tokens" in capsys.readouterr().out
+    [out] = (tmp_path / "pi").iterdir()
+    doc = json.loads(OPENCODE.read_text())
+    assert hub_detects(out, tmp_path / "cache") == (True, doc["info"]["id"], _source_opencode(OPENCODE)[2])
+
+
 # -- every reading command on every format -------------------------------------------
 
 
@@ -320,6 +376,7 @@ def _cases() -> list[tuple[Path, str, Any]]:
     cases.append((WILD / "llama_tools.jsonl", "sts", _source_llama))
     cases.append((HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini", _source_gemini))
     cases.append((HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini", _source_gemini))
+    cases.append((OPENCODE, "opencode", _source_opencode))
     return cases
 
 

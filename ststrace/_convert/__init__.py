@@ -22,7 +22,7 @@ from .._encode import dumps
 from .._guard import MessageGuard, make_guard
 from .._reader import Trace
 from .._redact import Redactor
-from . import claude_code, codex, cursor, droid, gemini, hermes, openai, pi, sts
+from . import claude_code, codex, cursor, droid, gemini, hermes, openai, opencode, pi, sts
 from ._common import FORMAT_LABELS, FORMAT_NAMES, ConvertError, Converted
 
 __all__ = [
@@ -56,6 +56,7 @@ FORMATS: dict[str, Converter] = {
     "openai": openai.convert,
     "sts": sts.convert,
     "gemini": gemini.convert,
+    "opencode": opencode.convert,
 }
 assert tuple(FORMATS) == FORMAT_NAMES
 
@@ -260,6 +261,8 @@ def _detect_document(p: Path, whole: Any) -> str:
     """The format of a file holding one JSON document."""
     if gemini.is_recording(whole) or gemini.is_checkpoint(whole):
         return "gemini"
+    if opencode.is_export(whole):
+        return "opencode"
     if isinstance(whole, list):
         if whole and all(isinstance(x, dict) and isinstance(x.get("messages"), list) for x in whole):
             return "hermes" if any(_HERMES_KEYS & x.keys() for x in whole) else "openai"
