@@ -152,6 +152,9 @@ def test_llama_tree_reads_as_its_active_path(name: str) -> None:
     assert not any(m.get("type") == "root" for m in trace.messages)
     assert trace.messages[-1]["id"] == head["currNode"]
     assert _errors(src) == []
+    from ststrace import read_tree
+
+    assert [m["id"] for m in read_tree(src).messages] == [x["message"]["id"] for x in _lines(src)[1:]]
 
 
 @pytest.mark.parametrize("name", LLAMA)
