@@ -90,8 +90,9 @@ def _iter(path: str | os.PathLike[str], strict: bool) -> Generator[tuple[int, An
             if not isinstance(obj, dict) or obj.get("type") != "message" or not isinstance(obj.get("message"), dict):
                 raise TraceFormatError(p, n, 'not a message line ({"type": "message", "message": {...}})')
             msg = obj["message"]
-            if msg.get("role") not in ROLES:
-                raise TraceFormatError(p, n, f"unknown role {msg.get('role')!r}")
+            role = msg.get("role")
+            if not isinstance(role, str) or role not in ROLES:
+                raise TraceFormatError(p, n, f"unknown role {role!r}")
             if not isinstance(msg.get("content"), str):
                 raise TraceFormatError(p, n, "message content is missing or not a string")
             yield n, msg

@@ -38,8 +38,9 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
     if not all_branches:
         found = found[:1]
     builders: list[Builder] = []
+    base_id = trace.id or path.stem
     for branch in found:
-        sid = trace.id if branch.active else f"{trace.id}-branch-{branch.leaf}"
+        sid = base_id if branch.active else f"{base_id}-branch-{branch.leaf}"
         b = Builder(str(header.get("harness") or "sts"), sid)
         b.name = str_or_none(header.get("name"))
         b.metadata.update({k: v for k, v in header.items() if k not in _SKIP_HEADER})
