@@ -67,6 +67,7 @@ BASES: list[tuple[Path, str]] = [
     (HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini"),
     (HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini"),
     (WILD / "opencode_export.json", "opencode"),
+    (WILD / "cline" / "1745512345678" / "api_conversation_history.json", "cline"),
 ]
 
 

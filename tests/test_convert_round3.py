@@ -352,6 +352,60 @@ def test_opencode_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.M
     assert hub_detects(out, tmp_path / "cache") == (True, doc["info"]["id"], _source_opencode(OPENCODE)[2])
 
 
+# -- Cline ---------------------------------------------------------------------------------
+
+CLINE = WILD / "cline" / "1745512345678" / "api_conversation_history.json"
+_CLINE_RESULT = re.compile(r"^\[(\w+)(?: for .*)?\] Result:", re.S)
+
+
+def _source_cline(path: Path) -> tuple[int, int, str]:
+    """Calls are ``tool_use`` blocks; results the next user turn's ``[tool ...] Result:`` blocks."""
+    doc = json.loads(path.read_text())
+    calls = results = 0
+    for i, m in enumerate(doc):
+        if m["role"] != "assistant":
+            continue
+        uses = [b for b in m["content"] if b["type"] == "tool_use"]
+        calls += len(uses)
+        if i + 1 < len(doc):
+            heads = [b["text"] for b in doc[i + 1]["content"] if b["type"] == "text" and _CLINE_RESULT.match(b["text"])]
+            results += min(len(uses), len(heads))
+    task = doc[0]["content"][0]["text"]
+    return calls, results, task.split("<task>")[1].split("</task>")[0].strip()
+
+
+def test_cline_task_pairs_results_by_order_and_keeps_clines_notes_apart(tmp_path: Path) -> None:
+    calls, results, prompt = _source_cline(CLINE)
+    r = convert_file(CLINE)
+    assert r.format == "cline"
+    [trace] = r.traces
+    assert (trace.id, trace.header["name"]) == ("1745512345678", prompt)
+    msgs = trace.messages
+    ids = [c["id"] for m in msgs for c in m.get("toolCalls", [])]
+    assert len(ids) == calls and [m["toolCallId"] for m in msgs if m["role"] == "tool"] == ids[:results]
+    assert [m["content"] for m in msgs if m["role"] == "user"] == [prompt, "Use Math.round on cents."]
+    assert all(not m["content"].startswith("<environment_details>") for m in msgs if m["role"] == "user")
+    errors = [m for m in msgs if m["role"] == "tool" and m["content"].startswith("Error:")]
+    assert len(errors) == 1 and "exit code 1" in errors[0]["content"]
+    doc = json.loads(CLINE.read_text())
+    tokens = [m["metrics"]["tokens"] for m in doc if m["role"] == "assistant"]
+    assert [m["usage"] for m in msgs if "usage" in m] == [
+        {"input": t["prompt"] - t["cached"], "output": t["completion"], "cacheRead": t["cached"], "cacheWrite": 0,
+         "totalTokens": t["prompt"] + t["completion"]}
+        for t in tokens
+    ]
+    assert _errors(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+def test_cline_tasks_folder_converts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``convert <globalStorage>/tasks`` finds each task's ``api_conversation_history.json``."""
+    from ststrace.cli import main
+
+    assert main(["convert", str(WILD / "cline"), "-o", str(tmp_path / "out")]) == 0
+    assert "converted 1 of 1 file" in capsys.readouterr().out
+    assert [p.name for p in (tmp_path / "out").iterdir()] == ["1745512345678.jsonl"]
+
+
 # -- every reading command on every format -------------------------------------------
 
 
@@ -380,6 +434,7 @@ def _cases() -> list[tuple[Path, str, Any]]:
     cases.append((HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini", _source_gemini))
     cases.append((HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini", _source_gemini))
     cases.append((OPENCODE, "opencode", _source_opencode))
+    cases.append((CLINE, "cline", _source_cline))
     return cases
 
 

@@ -41,7 +41,8 @@ def setup(p: argparse.ArgumentParser) -> None:
         "inputs",
         nargs="+",
         metavar="INPUT",
-        help="session file(s) or directories (every *.jsonl under it, and Gemini CLI's session-*.json / checkpoint-*.json)",
+        help="session file(s) or directories (every *.jsonl under it, Gemini CLI's session-*.json / checkpoint-*.json, "
+        "Cline's api_conversation_history.json)",
     )
     p.add_argument("-o", "--out", dest="outdir", required=True, metavar="OUTDIR", help="directory for the converted files")
     p.add_argument("--from", dest="from_", metavar="FORMAT", help=f"source format: {', '.join(FORMATS)} (default: detect)")
@@ -108,8 +109,8 @@ def _inputs(names: list[str], outdir: Path | None = None) -> tuple[list[Path], i
     for name in names:
         p = Path(name)
         if p.is_dir():
-            # Gemini CLI keeps its sessions as JSON documents (session-*.json, checkpoint-*.json).
-            globs = ("*.jsonl", "session-*.json", "checkpoint-*.json")
+            # Gemini CLI and Cline keep their sessions as JSON documents.
+            globs = ("*.jsonl", "session-*.json", "checkpoint-*.json", "api_conversation_history.json")
             found = (f for f in sorted(x for g in globs for x in p.rglob(g)) if f.is_file())
             # Only an output directory strictly below the input one: with `-o dir`
             # itself, the inputs and outputs cannot be told apart by place.

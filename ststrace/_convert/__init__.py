@@ -22,7 +22,7 @@ from .._encode import dumps
 from .._guard import MessageGuard, make_guard
 from .._reader import Trace
 from .._redact import Redactor
-from . import claude_code, codex, cursor, droid, gemini, hermes, openai, opencode, pi, sts
+from . import claude_code, cline, codex, cursor, droid, gemini, hermes, openai, opencode, pi, sts
 from ._common import FORMAT_LABELS, FORMAT_NAMES, ConvertError, Converted
 
 __all__ = [
@@ -57,6 +57,7 @@ FORMATS: dict[str, Converter] = {
     "sts": sts.convert,
     "gemini": gemini.convert,
     "opencode": opencode.convert,
+    "cline": cline.convert,
 }
 assert tuple(FORMATS) == FORMAT_NAMES
 
@@ -263,6 +264,8 @@ def _detect_document(p: Path, whole: Any) -> str:
         return "gemini"
     if opencode.is_export(whole):
         return "opencode"
+    if cline.is_history(whole):
+        return "cline"
     if isinstance(whole, list):
         if whole and all(isinstance(x, dict) and isinstance(x.get("messages"), list) for x in whole):
             return "hermes" if any(_HERMES_KEYS & x.keys() for x in whole) else "openai"

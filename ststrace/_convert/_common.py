@@ -38,7 +38,7 @@ class Converted:
 
 
 #: The source formats, in the order messages list them (``FORMATS`` keys).
-FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai", "sts", "gemini", "opencode")
+FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai", "sts", "gemini", "opencode", "cline")
 
 #: What each format is called in messages ("this is a Pi session, not STS").
 FORMAT_LABELS = {
@@ -52,6 +52,7 @@ FORMAT_LABELS = {
     "sts": "an STS trace",
     "gemini": "a Gemini CLI session",
     "opencode": "an OpenCode session",
+    "cline": "a Cline task",
 }
 
 
