@@ -180,3 +180,23 @@ def test_usage_survives_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: py
     detected, session_id, prompt = hub_detects(out, tmp_path / "cache")
     assert (detected, session_id) == (True, sid)
     assert isinstance(prompt, str) and prompt
+
+
+def test_hermes_session_totals_in_the_header_and_in_stats(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Hermes counts per session (``input_tokens`` apart from the cache): the header's
+    ``usage``; ``stats`` counts a header total when no reply carries usage."""
+    src = Path(shutil.copy(SAMPLES / "example_hermes_session.jsonl", tmp_path / "h.jsonl"))
+    row = json.loads(src.read_text().splitlines()[0])
+    expected = {
+        "input": row["input_tokens"],
+        "output": row["output_tokens"],
+        "cacheRead": row["cache_read_tokens"],
+        "cacheWrite": row["cache_write_tokens"],
+        "totalTokens": row["input_tokens"] + row["output_tokens"] + row["cache_read_tokens"] + row["cache_write_tokens"],
+    }
+    [trace] = convert_file(src).traces
+    assert trace.header["usage"] == expected
+    assert main(["convert", str(src), "-o", str(tmp_path / "out")]) == 0
+    assert f"token usage kept: 1 session total, {expected['totalTokens']:,} tokens" in capsys.readouterr().out
+    assert main(["stats", "--json", str(tmp_path / "out")]) == 0
+    assert json.loads(capsys.readouterr().out)["total"]["usage"] == expected

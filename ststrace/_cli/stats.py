@@ -257,6 +257,11 @@ def run(args: argparse.Namespace) -> int:
                 failed = True
                 continue
             for st, header in found:
+                session_usage = header.get("usage")
+                if not st.usage and isinstance(session_usage, dict):
+                    # Agents that count per session only (Droid, Hermes): the header's totals.
+                    model = header.get("model")
+                    st.add_usage(model if isinstance(model, str) and model else "(session total)", session_usage)
                 if isinstance(header.get("id"), str):
                     st.session_id = header["id"]
                 if isinstance(header.get("parentSessionId"), str):
