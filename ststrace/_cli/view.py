@@ -56,6 +56,7 @@ def _write_atomically(out: Path, text: str, mode: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _CONVERTED.clear()  # other agents' files, converted once per run
     if len(args.files) == 1 and not args.files[0].is_dir():
         return _one(args, trace_file(args.files[0]), None)
     return _many(args)

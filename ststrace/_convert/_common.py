@@ -297,6 +297,15 @@ def iter_jsonl(path: Path, dropped: Counter[str] | None = None) -> Iterator[tupl
                     dropped["invalid_line"] += 1
 
 
+def shorten(text: str, limit: int = 80) -> str | None:
+    """A title from a prompt: its first non-blank line, whitespace collapsed, at most *limit* characters."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = " ".join(line.split())
+    if not line:
+        return None
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+
+
 def str_or_none(value: Any) -> str | None:
     return value if isinstance(value, str) and value else None
 

@@ -27,14 +27,13 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from ._anthropic import user_text
-from ._common import Builder, Converted, block_kind, blocks_text, finish, iter_jsonl, str_or_none, to_ms, usage_counts
+from ._common import Builder, Converted, block_kind, blocks_text, finish, iter_jsonl, shorten, str_or_none, to_ms, usage_counts
 
 HARNESS = "claude-code"
 
 # Bookkeeping lines with no conversation content: skipped, not counted.
 _SKIPPED = frozenset({"summary", "custom-title", "file-history-snapshot", "queue-operation", "last-prompt"})
 
-_TITLE_CHARS = 80
 
 
 class _Group:
@@ -155,15 +154,6 @@ def is_command(text: str) -> bool:
     """Whether a user turn is a slash command's wrapper rather than a prompt the user typed."""
     head = text.lstrip()
     return head.startswith(_COMMAND_TAGS) or head.startswith(_CAVEAT)
-
-
-def shorten(text: str, limit: int = _TITLE_CHARS) -> str | None:
-    """A title from a prompt: its first non-blank line, whitespace collapsed, at most *limit* characters."""
-    line = next((ln for ln in text.splitlines() if ln.strip()), "")
-    line = " ".join(line.split())
-    if not line:
-        return None
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def _task_calls(lines: Iterable[Mapping[str, Any]]) -> dict[str, str]:

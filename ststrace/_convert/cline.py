@@ -22,8 +22,7 @@ from typing import Any, Mapping
 import orjson
 
 from ._anthropic import add_assistant
-from ._common import Builder, ConvertError, Converted, blocks_text, finish, str_or_none, to_ms, usage_counts
-from .claude_code import shorten
+from ._common import Builder, ConvertError, Converted, blocks_text, finish, shorten, str_or_none, to_ms, usage_counts
 
 HARNESS = "cline"
 

@@ -34,11 +34,11 @@ from ._common import (
     finish,
     image_mime,
     placeholder,
+    shorten,
     str_or_none,
     to_ms,
     usage_counts,
 )
-from .claude_code import shorten
 
 HARNESS = "gemini-cli"
 
