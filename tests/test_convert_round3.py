@@ -507,3 +507,14 @@ def test_view_and_stats_on_a_claude_code_projects_folder(tmp_path: Path, capsys:
     doc = json.loads(capsys.readouterr().out)
     assert {f["format"] for f in doc["files"]} == {"claude-code"}
     assert doc["total"]["sub_agents"] >= 1
+
+
+def test_cline_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    assert main(["convert", "--to", "pi", str(CLINE), "-o", str(tmp_path / "pi")]) == 0
+    capsys.readouterr()
+    [out] = (tmp_path / "pi").iterdir()
+    assert hub_detects(out, tmp_path / "cache") == (True, "1745512345678", _source_cline(CLINE)[2])
