@@ -28,10 +28,8 @@ def is_placeholder(msg: Mapping[str, Any]) -> bool:
 
 
 def is_tree(header: Mapping[str, Any], messages: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether the messages form a llama.app tree (``currNode`` in the header,
-    or messages linked by ``id`` / ``parent``)."""
-    if "currNode" in header:
-        return True
+    """Whether the messages form a llama.app tree: linked by ``id`` and ``parent`` /
+    ``children`` (a ``currNode`` in the header of a flat file changes nothing)."""
     return any(
         isinstance(m.get("id"), str) and ("parent" in m or isinstance(m.get("children"), list)) for m in messages[:4]
     )

@@ -518,3 +518,22 @@ def test_cline_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.Monk
     capsys.readouterr()
     [out] = (tmp_path / "pi").iterdir()
     assert hub_detects(out, tmp_path / "cache") == (True, "1745512345678", _source_cline(CLINE)[2])
+
+
+def test_a_flat_sts_file_with_a_stray_curr_node_stays_flat() -> None:
+    """Only messages linked by ``id`` / ``parent`` make a tree: a flat file whose
+    header happens to carry ``currNode`` keeps every message."""
+    import tempfile
+
+    from ststrace import iter_messages, read
+
+    rows = [
+        {"type": "session", "harness": "x", "id": "s", "currNode": "nope"},
+        {"type": "message", "message": {"role": "user", "content": "a"}},
+        {"type": "message", "message": {"role": "assistant", "content": "b", "model": "m"}},
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "t.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert [m["content"] for m in read(p).messages] == ["a", "b"]
+        assert [m["content"] for m in iter_messages(p)] == ["a", "b"]
