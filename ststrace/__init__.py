@@ -21,7 +21,7 @@ from ._session import Session
 if TYPE_CHECKING:
     from ._convert import ConvertResult, convert, convert_file, detect, write_trace
     from ._hub import UploadItem, flush_sync, sync, sync_in_background, upload
-    from ._reader import Problem, Trace, iter_messages, read, validate
+    from ._reader import Problem, Trace, iter_messages, read, read_tree, validate
 
     __version__: str
 
@@ -41,6 +41,7 @@ _LAZY: dict[str, str] = {
     "Trace": "._reader",
     "iter_messages": "._reader",
     "read": "._reader",
+    "read_tree": "._reader",
     "validate": "._reader",
 }
 
@@ -90,6 +91,7 @@ __all__ = [
     "iter_messages",
     "llm",
     "read",
+    "read_tree",
     "sync",
     "sync_in_background",
     "tool",

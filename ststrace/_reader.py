@@ -14,6 +14,7 @@ import orjson
 from ._errors import TraceFormatError, logger
 from ._limits import TOKEN_COUNT_KEYS, token_count
 from ._records import ROLES
+from ._tree import is_placeholder, is_tree, resolve
 
 
 @dataclass
@@ -142,10 +143,16 @@ def message_of(path: Path, line: int, obj: Any) -> dict[str, Any]:
 
 
 def iter_messages(path: str | os.PathLike[str], *, strict: bool = True) -> Iterator[dict[str, Any]]:
-    """Stream the message dicts of a trace in constant memory."""
+    """Stream the message dicts of a trace in constant memory.
+
+    A llama.app message tree (see :mod:`ststrace._tree`) is read whole and
+    yields its active path, as :func:`read` returns it."""
     it = _iter(path, strict)
-    next(it)  # header
+    header = next(it)[1]
     for _, msg in it:
+        if is_placeholder(msg) or is_tree(header, [msg]):
+            yield from resolve(header, [msg, *(m for _, m in it)])
+            return
         yield msg
 
 
@@ -158,7 +165,17 @@ def read_header(path: str | os.PathLike[str]) -> dict[str, Any]:
 
 
 def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
-    """Read a whole trace; :class:`TraceFormatError` names the file and line of a problem."""
+    """Read a whole trace; :class:`TraceFormatError` names the file and line of a problem.
+
+    Of a llama.app message tree, the messages are its active path (root to
+    ``currNode``, without the root placeholder); :func:`read_tree` keeps them all."""
+    trace = read_tree(path, strict=strict)
+    trace.messages = resolve(trace.header, trace.messages)
+    return trace
+
+
+def read_tree(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
+    """Like :func:`read`, every message of the file in file order (every branch of a tree)."""
     it = _iter(path, strict)
     header = next(it)[1]
     return Trace(header=header, messages=[m for _, m in it], path=Path(path))

@@ -427,7 +427,7 @@ def test_openai_one_message_per_line(tmp_path: Path) -> None:
 
 
 def test_detect_refuses_unknown_and_sts(tmp_path: Path) -> None:
-    """Unsure detection raises a ValueError naming the file; an STS file is reported as such."""
+    """Unsure detection raises a ValueError naming the file; an STS file is detected as STS."""
     odd = tmp_path / "odd.jsonl"
     odd.write_text('{"hello": "world"}\n')
     with pytest.raises(ValueError, match="odd.jsonl"):
@@ -440,8 +440,7 @@ def test_detect_refuses_unknown_and_sts(tmp_path: Path) -> None:
     sts.write_text(
         '{"type":"session","harness":"x","id":"a"}\n{"type":"message","message":{"role":"user","content":"hi"}}\n'
     )
-    with pytest.raises(ValueError, match="already an STS trace"):
-        detect(sts)
+    assert detect(sts) == "sts"
     with pytest.raises(ValueError, match="unknown source format"):
         convert(odd, "nope")
     # Naming the format skips detection.

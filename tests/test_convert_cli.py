@@ -12,6 +12,7 @@ import pytest
 
 from ststrace import read, validate
 from ststrace._cli.convert import _Progress
+from ststrace._convert import FORMATS
 from ststrace._cli.convert import run as run_convert
 from ststrace.cli import build_parser
 
@@ -32,7 +33,7 @@ def test_convert_many_with_one_bad_input(tmp_path: Path, capsys: pytest.CaptureF
     assert args.command == "convert"
     assert run_convert(args) == 1
     stdout, stderr = capsys.readouterr()
-    assert stderr.strip().splitlines() == [f"ststrace convert: {bad}: cannot tell which agent wrote this file; pass --from with one of: pi, claude-code, codex, hermes, droid, cursor, openai"]
+    assert stderr.strip().splitlines() == [f"ststrace convert: {bad}: cannot tell which agent wrote this file; pass --from with one of: {', '.join(FORMATS)}"]
     names = sorted(p.name for p in out.iterdir())
     assert names == ["cc-side-1-agent-a1b2.jsonl", "cc-side-1.jsonl", "pi-v1-session.jsonl"]
     for p in out.iterdir():

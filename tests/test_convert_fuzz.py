@@ -60,6 +60,14 @@ BASES: list[tuple[Path, str]] = [
     (WILD / "codex_image_prompt.jsonl", "codex"),
     (WILD / "codex_early.jsonl", "codex"),
     (WILD / "droid_models.jsonl", "droid"),
+    (WILD / "cc_clear.jsonl", "claude-code"),
+    (WILD / "cc_init.jsonl", "claude-code"),
+    (WILD / "llama_regenerated.jsonl", "sts"),
+    (WILD / "llama_tools.jsonl", "sts"),
+    (HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini"),
+    (HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini"),
+    (WILD / "opencode_export.json", "opencode"),
+    (WILD / "cline" / "1745512345678" / "api_conversation_history.json", "cline"),
 ]
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from hub_loader import hub_detects, offline
 from ststrace import Session, tool
 from ststrace.cli import main
 
@@ -109,32 +110,12 @@ def test_view_several_files_into_an_output_directory(tmp_path: Path, capsys: pyt
     assert "existing directory" in capsys.readouterr().err
 
 
-def _hub_detects(path: Path, cache: Path) -> tuple[bool, Any, Any]:
-    """Run the Hub's detection on *path*: the ``datasets`` JSON loader infers the
-    file's features and checks them against its agent-trace markers (as Data
-    Studio does), then reads the session id and prompt as it does for a row.
-    The decode step after it needs the ``teich`` package and is not run."""
-    import datasets
-    from datasets.packaged_modules.json.json import AGENT_TRACES_FEATURES, parse_traces_info
-
-    builder = datasets.load_dataset_builder("json", data_files=str(path), cache_dir=str(cache))
-    manager = datasets.DownloadManager(dataset_name="json", download_config=datasets.DownloadConfig(cache_dir=str(cache)))
-    builder._split_generators(manager)
-    _, session_id, prompt, *_ = parse_traces_info(path.read_text(encoding="utf-8").splitlines())
-    return builder.info.features == AGENT_TRACES_FEATURES, session_id, prompt
-
-
 def test_hub_detection_still_finds_traces_with_usage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The Hub's own detection code (``datasets`` JSON loader, offline, on a local
     file): traces whose assistant messages carry ``usage`` (with cost) are still
     traces, with the right session id and prompt; a file the loader does not take
     for a trace (identical message keys) shows the check can fail."""
-    pytest.importorskip("datasets")
-    import datasets.config
-
-    # Offline: no download-count ping (read from the environment at import, so set here).
-    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
-    monkeypatch.setattr(datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", False)
+    offline(monkeypatch)
 
     path = tmp_path / "a" / "trace.jsonl"
     path.parent.mkdir()
@@ -144,7 +125,7 @@ def test_hub_detection_still_finds_traces_with_usage(tmp_path: Path, monkeypatch
         s.tool(ids[0], "15:00")
         s.assistant("it is 15:00", model="m", usage={"input": 20, "output": 6, "cacheRead": 12})
     assert '"cost":{' in path.read_text()
-    assert _hub_detects(path, tmp_path / "cache1") == (True, "abc123", "what time is it?")
+    assert hub_detects(path, tmp_path / "cache1") == (True, "abc123", "what time is it?")
 
     # Usage is what tells the messages apart: user and assistant otherwise alike.
     plain = tmp_path / "b" / "trace.jsonl"
@@ -152,11 +133,11 @@ def test_hub_detection_still_finds_traces_with_usage(tmp_path: Path, monkeypatch
     with Session(plain, id="def456") as s:
         s.user("hello")
         s.record({"role": "assistant", "content": "hi", "usage": {"input": 1, "output": 1}})
-    assert _hub_detects(plain, tmp_path / "cache2")[:2] == (True, "def456")
+    assert hub_detects(plain, tmp_path / "cache2")[:2] == (True, "def456")
 
     control = tmp_path / "c" / "trace.jsonl"
     control.parent.mkdir()
     with Session(control, id="ghi789") as s:
         s.user("hello")
         s.record({"role": "assistant", "content": "hi"})
-    assert _hub_detects(control, tmp_path / "cache3")[0] is False
+    assert hub_detects(control, tmp_path / "cache3")[0] is False

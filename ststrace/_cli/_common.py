@@ -8,15 +8,21 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, NamedTuple
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, NamedTuple
 
 from .._errors import TraceFormatError
+
+if TYPE_CHECKING:
+    from .._reader import Trace
 
 __all__ = [
     "CliError",
     "Command",
     "describe",
     "dump_json",
+    "converted_note",
+    "load_other",
+    "source_format",
     "non_negative_int",
     "one_line",
     "positive_float",
@@ -127,3 +133,38 @@ def trace_files(paths: Iterable[Path]) -> list[Path]:
         else:
             out.append(trace_file(path))
     return out
+
+
+# ---- other agents' files in the reading commands ---------------------------------
+
+
+def source_format(path: Path) -> str:
+    """``"sts"``, or the agent format ``convert`` would read *path* as.
+
+    Only the head of the file is looked at. A file no converter recognises is
+    taken for STS, so the reader names what is wrong with it.
+    """
+    from .._convert import ConvertError, detect
+
+    try:
+        return detect(path)
+    except (ConvertError, OSError):
+        return "sts"
+
+
+def load_other(path: Path, fmt: str) -> list[Trace]:
+    """The traces of another agent's session file, converted in memory as
+    ``ststrace convert`` would write them (secrets redacted)."""
+    from .._convert import ConvertError, convert_file
+
+    try:
+        return convert_file(path, fmt).traces
+    except ConvertError as exc:
+        raise CliError(exc.cli_message()) from None
+
+
+def converted_note(fmt: str) -> str:
+    """How the reading commands say that a file was converted."""
+    from .._convert import FORMAT_LABELS
+
+    return f"converted in memory from {FORMAT_LABELS.get(fmt, fmt)} ({fmt})"

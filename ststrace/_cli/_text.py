@@ -141,10 +141,12 @@ class Transcript:
     def _write(self, text: str) -> None:
         self.out.write(text + "\n")
 
-    def header(self, header: dict[str, Any]) -> None:
+    def header(self, header: dict[str, Any], note: str | None = None) -> None:
         name = header.get("name")
         title = sanitize(_text(name)) if name not in (None, "") else "Untitled session"
         self._write(self._c("bold", "# " + title))
+        if note:
+            self._write(self._c("dim", f"  {note}"))
         facts = []
         for key in ("harness", "id"):
             if key in header:

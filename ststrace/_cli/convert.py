@@ -13,14 +13,12 @@ from typing import Any, Callable, TextIO
 import orjson
 
 from .._errors import internal_error
-from .._guard import make_guard
-from .._reader import Trace, read
+from .._reader import Trace
 from .._convert import (
     FORMATS,
     ConvertError,
     convert_file,
     format_name,
-    guard_trace,
     is_sts,
     output_name,
     replace_file,
@@ -35,10 +33,17 @@ __all__ = ["plural", "run", "setup"]
 def setup(p: argparse.ArgumentParser) -> None:
     """Add ``convert``'s arguments and description to its sub-parser *p*."""
     p.description = (
-        "Convert Pi, Claude Code, Codex, Hermes, Droid, Cursor or OpenAI-messages session files "
-        "to STS traces, one file per session in OUTDIR. The format is detected unless --from is given."
+        "Convert Pi, Claude Code, Codex, Gemini CLI, Hermes, Droid, Cursor or OpenAI-messages session files "
+        "to STS traces, one file per session in OUTDIR; an STS file (a llama.app message tree too) "
+        "is normalised. The format is detected unless --from is given."
     )
-    p.add_argument("inputs", nargs="+", metavar="INPUT", help="session file(s) or directories (every *.jsonl under it)")
+    p.add_argument(
+        "inputs",
+        nargs="+",
+        metavar="INPUT",
+        help="session file(s) or directories (every *.jsonl under it, Gemini CLI's session-*.json / checkpoint-*.json, "
+        "Cline's api_conversation_history.json)",
+    )
     p.add_argument("-o", "--out", dest="outdir", required=True, metavar="OUTDIR", help="directory for the converted files")
     p.add_argument("--from", dest="from_", metavar="FORMAT", help=f"source format: {', '.join(FORMATS)} (default: detect)")
     p.add_argument(
@@ -47,7 +52,9 @@ def setup(p: argparse.ArgumentParser) -> None:
         default="sts",
         help="output layout: sts (default) or pi (a Pi v3 session with a harness field; STS inputs are accepted too)",
     )
-    p.add_argument("--all-branches", action="store_true", help="Pi: one file per branch (leaf), not just the active one")
+    p.add_argument(
+        "--all-branches", action="store_true", help="Pi and llama.app trees: one file per branch (leaf), not just the active one"
+    )
     p.add_argument("--no-redact", action="store_true", help="keep secrets (redaction is on by default, as in Session)")
     again = p.add_mutually_exclusive_group()
     again.add_argument(
@@ -102,7 +109,9 @@ def _inputs(names: list[str], outdir: Path | None = None) -> tuple[list[Path], i
     for name in names:
         p = Path(name)
         if p.is_dir():
-            found = (f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
+            # Gemini CLI and Cline keep their sessions as JSON documents.
+            globs = ("*.jsonl", "session-*.json", "checkpoint-*.json", "api_conversation_history.json")
+            found = (f for f in sorted(x for g in globs for x in p.rglob(g)) if f.is_file())
             # Only an output directory strictly below the input one: with `-o dir`
             # itself, the inputs and outputs cannot be told apart by place.
             below = skip is not None and skip != p.resolve()
@@ -135,6 +144,10 @@ class _Totals:
     replaced: int = 0
     messages: int = 0
     calls: int = 0
+    #: Replies (and, for Droid, sessions) whose token usage was carried over, and their tokens.
+    usage_replies: int = 0
+    usage_sessions: int = 0
+    tokens: int = 0
     dropped: Counter[str] = field(default_factory=Counter)
     redacted: Counter[str] = field(default_factory=Counter)
 
@@ -146,12 +159,6 @@ class _Refused(Exception):
 def _load(path: Path, args: argparse.Namespace) -> tuple[list[Trace], Counter[str], dict[str, int]]:
     """(traces, dropped, redactions) for one input."""
     redact = not args.no_redact
-    if args.to == "pi" and args.from_ is None and is_sts(path):
-        trace = read(path)
-        guard = make_guard(redact)
-        if guard is not None:
-            guard_trace(guard, trace)
-        return [trace], Counter(), dict(guard.counts) if guard is not None else {}
     result = convert_file(path, args.from_, all_branches=args.all_branches, redact=redact)
     return result.traces, result.dropped, result.redactions
 
@@ -250,6 +257,7 @@ def run(args: argparse.Namespace) -> int:
         totals.traces += len(traces)
         totals.messages += sum(len(t.messages) for t in traces)
         totals.calls += sum(len(calls) for t in traces for m in t.messages if isinstance(calls := m.get("toolCalls"), list))
+        _count_usage(traces, totals)
         totals.dropped.update(dropped)
         totals.redacted.update(redactions)
     progress.update(len(files), "")
@@ -258,12 +266,33 @@ def run(args: argparse.Namespace) -> int:
     return 1 if totals.failed else 0
 
 
+def _count_usage(traces: list[Trace], totals: _Totals) -> None:
+    for t in traces:
+        replies = [u for m in t.messages if isinstance(u := m.get("usage"), dict)]
+        totals.usage_replies += len(replies)
+        totals.tokens += sum(_tokens(u) for u in replies)
+        head = t.header.get("usage")
+        if not replies and isinstance(head, dict):
+            totals.usage_sessions += 1
+            totals.tokens += _tokens(head)
+
+
+def _tokens(usage: dict[str, Any]) -> int:
+    n = usage.get("totalTokens")
+    return n if isinstance(n, int) and not isinstance(n, bool) else 0
+
+
 def _summary(t: _Totals, n_files: int, outdir: Path, args: argparse.Namespace, subagents: int) -> str:
     layout = " (Pi layout)" if args.to == "pi" else ""
     text = (
         f"converted {t.done} of {plural(n_files, 'file')} into {plural(t.traces, 'trace')} in {outdir}{layout} "
         f"({plural(t.messages, 'message')}, {plural(t.calls, 'tool call')})"
     )
+    if t.usage_replies or t.usage_sessions:
+        kept = [f"{t.usage_replies} repl{'y' if t.usage_replies == 1 else 'ies'}"] if t.usage_replies else []
+        if t.usage_sessions:
+            kept.append(plural(t.usage_sessions, "session total"))
+        text += f"; token usage kept: {' and '.join(kept)}, {t.tokens:,} tokens"
     text += "; dropped: " + (", ".join(f"{n} {k}" for k, n in sorted(t.dropped.items())) if t.dropped else "nothing")
     if args.no_redact:
         text += "; redaction off"

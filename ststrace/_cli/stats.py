@@ -10,7 +10,7 @@ from typing import Any, Iterable
 
 from .._limits import token_count
 from .._errors import TraceFormatError
-from ._common import CliError, describe, dump_json, trace_file, trace_files, warn
+from ._common import CliError, describe, dump_json, load_other, source_format, trace_file, trace_files, warn
 from ._text import fmt_duration, is_error
 
 __all__ = ["TraceStats", "collect", "format_stats", "run", "setup", "total"]
@@ -46,6 +46,8 @@ class TraceStats:
     session_id: str | None = None
     parent_session_id: str | None = None
     sub_agents: int = 0
+    #: The agent format of a file that is not STS (converted in memory), else None.
+    format: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         d = dict(self.__dict__)
@@ -171,6 +173,8 @@ def _fmt_cost(cost: float) -> str:
 
 def format_stats(st: TraceStats) -> str:
     title = f"total ({st.files} files)" if st.path == "total" else st.path
+    if st.format is not None:
+        title += f"  ({st.format}, converted in memory)"
     roles = ", ".join(f"{role} {n:,}" for role, n in st.roles.items() if n)
     models = ", ".join(f"{m} ({n:,})" for m, n in sorted(st.models.items(), key=lambda kv: (-kv[1], kv[0])))
     rows = [
@@ -207,15 +211,37 @@ def format_stats(st: TraceStats) -> str:
     return "\n".join([title] + [f"  {k.ljust(width)}  {v}" for k, v in rows])
 
 
+def _stats_of(path: Path, strict: bool) -> list[tuple[TraceStats, dict[str, Any]]]:
+    """(stats, header) of each session in *path*: an STS trace streamed, another
+    agent's file converted in memory (a file may hold several sessions)."""
+    from .._reader import iter_messages, read_header
+
+    fmt = source_format(trace_file(path))
+    if fmt == "sts":
+        st = collect(path, iter_messages(path, strict=strict))
+        return [(st, read_header(path))]
+    traces = load_other(path, fmt)
+    out = []
+    for i, trace in enumerate(traces):
+        label = os.fspath(path) if len(traces) == 1 else f"{os.fspath(path)} [{trace.id}]"
+        st = collect(path, trace.messages)
+        st.path, st.format = label, fmt
+        if i:
+            st.bytes = 0  # the file's size is counted once
+        out.append((st, trace.header))
+    return out
+
+
 def setup(p: argparse.ArgumentParser) -> None:
-    p.add_argument("files", nargs="+", type=Path, metavar="FILE", help="trace files (.jsonl), or directories of them")
+    p.add_argument(
+        "files", nargs="+", type=Path, metavar="FILE",
+        help="trace files (.jsonl), any session file convert reads, or directories of them",
+    )
     p.add_argument("--json", action="store_true", help="print one JSON document")
     p.add_argument("--strict", action="store_true", help="fail on a torn last line instead of skipping it")
 
 
 def run(args: argparse.Namespace) -> int:
-    from .._reader import iter_messages, read_header
-
     results = []
     failed = False
     for given in args.files:
@@ -227,17 +253,22 @@ def run(args: argparse.Namespace) -> int:
             continue
         for path in paths:
             try:
-                st = collect(path, iter_messages(trace_file(path), strict=args.strict))
-                header = read_header(path)
+                found = _stats_of(path, args.strict)
             except (CliError, OSError, TraceFormatError) as exc:
                 warn("ststrace stats", str(exc) if isinstance(exc, CliError) else describe(exc))
                 failed = True
                 continue
-            if isinstance(header.get("id"), str):
-                st.session_id = header["id"]
-            if isinstance(header.get("parentSessionId"), str):
-                st.parent_session_id = header["parentSessionId"]
-            results.append(st)
+            for st, header in found:
+                session_usage = header.get("usage")
+                if not st.usage and isinstance(session_usage, dict):
+                    # Agents that count per session only (Droid, Hermes): the header's totals.
+                    model = header.get("model")
+                    st.add_usage(model if isinstance(model, str) and model else "(session total)", session_usage)
+                if isinstance(header.get("id"), str):
+                    st.session_id = header["id"]
+                if isinstance(header.get("parentSessionId"), str):
+                    st.parent_session_id = header["parentSessionId"]
+                results.append(st)
     link_sub_agents(results)
     tot = total(results)
     if args.json:

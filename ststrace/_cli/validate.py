@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from ._common import CliError, describe, dump_json, one_line, trace_files, warn
+from ._common import CliError, describe, dump_json, one_line, source_format, trace_files, warn
 
 #: Problems printed per file; a broken file's first lines say what is wrong.
 MAX_SHOWN = 20
@@ -18,6 +18,18 @@ def setup(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--json", action="store_true", help="print one JSON document instead of lines")
     p.add_argument("--all", action="store_true", help=f"print every problem, not just the first {MAX_SHOWN} per file")
+
+
+def _not_sts(path: Path) -> list[Any]:
+    """One ``not-sts`` problem for another agent's session file (instead of a list of STS errors)."""
+    from .._convert import FORMAT_LABELS
+    from .._reader import Problem
+
+    fmt = source_format(path)
+    if fmt == "sts":
+        return []
+    what = FORMAT_LABELS.get(fmt, fmt)
+    return [Problem(1, "not-sts", f"this is {what}, not STS; `ststrace convert` turns it into STS", "error")]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -56,9 +68,9 @@ def _check(path: Path, args: argparse.Namespace, report: list[dict[str, Any]]) -
     from .._reader import validate
 
     try:
-        problems = validate(path)
-    except OSError as exc:
-        _unreadable(path, describe(exc), report)
+        problems = _not_sts(path) or validate(path)
+    except (CliError, OSError) as exc:
+        _unreadable(path, str(exc) if isinstance(exc, CliError) else describe(exc), report)
         return True
     n_err = sum(1 for pr in problems if pr.severity == "error")
     report.append(

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import quote
 
 from .._errors import TraceFormatError
-from ._common import CliError, describe, trace_file, trace_files, warn
+from ._common import CliError, converted_note, describe, load_other, source_format, trace_file, trace_files, warn
 
 
 def setup(p: argparse.ArgumentParser) -> None:
@@ -21,8 +21,8 @@ def setup(p: argparse.ArgumentParser) -> None:
         nargs="+",
         type=Path,
         metavar="FILE",
-        help="trace file (.jsonl); several files or a directory give one page each, "
-        "with links between parent sessions and their sub-agents",
+        help="trace file (.jsonl), or any session file convert reads (converted in memory); several files "
+        "or a directory give one page each, with links between parent sessions and their sub-agents",
     )
     p.add_argument(
         "-o",
@@ -56,6 +56,7 @@ def _write_atomically(out: Path, text: str, mode: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    _CONVERTED.clear()  # other agents' files, converted once per run
     if len(args.files) == 1 and not args.files[0].is_dir():
         return _one(args, trace_file(args.files[0]), None)
     return _many(args)
@@ -84,8 +85,8 @@ def _many(args: argparse.Namespace) -> int:
     headers: dict[Path, dict[str, Any]] = {}
     for src in sources:
         try:
-            headers[src] = read_header(src)
-        except (OSError, TraceFormatError) as exc:
+            headers[src] = _converted(src)[0].header if source_format(src) != "sts" else read_header(src)
+        except (CliError, OSError, TraceFormatError) as exc:
             warn("ststrace view", describe(exc))
             failed = True
     by_id = {h["id"]: src for src, h in headers.items() if isinstance(h.get("id"), str)}
@@ -138,6 +139,20 @@ def _links(
     return links
 
 
+_CONVERTED: dict[Path, list[Any]] = {}
+
+
+def _converted(src: Path) -> list[Any]:
+    """Another agent's file as traces, converted once per run (the header is needed before the page)."""
+    key = src.resolve()
+    if key not in _CONVERTED:
+        traces = load_other(src, source_format(src))
+        for t in traces:
+            t.path = src
+        _CONVERTED[key] = traces
+    return _CONVERTED[key]
+
+
 def _open_in_browser(out: Path) -> None:
     import webbrowser
 
@@ -154,7 +169,15 @@ def _one(
 ) -> int:
     from .._view import is_viewer_html, render_html
 
-    page = render_html(src, strict=args.strict, links=links)
+    fmt = source_format(src)
+    if fmt == "sts":
+        page = render_html(src, strict=args.strict, links=links)
+    else:
+        traces = _converted(src)
+        if len(traces) > 1:
+            warn("ststrace view", f"{src}: holds {len(traces)} sessions; the page shows the first ({traces[0].id}); "
+                 "ststrace convert writes each one")
+        page = render_html(traces[0], links=links, note=converted_note(fmt))
     if args.output == "-":
         if args.open:
             raise CliError("--open needs a file; it cannot be used with -o -")

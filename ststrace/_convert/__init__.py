@@ -22,11 +22,12 @@ from .._encode import dumps
 from .._guard import MessageGuard, make_guard
 from .._reader import Trace
 from .._redact import Redactor
-from . import claude_code, codex, cursor, droid, hermes, openai, pi
-from ._common import FORMAT_NAMES, ConvertError, Converted
+from . import claude_code, cline, codex, cursor, droid, gemini, hermes, openai, opencode, pi, sts
+from ._common import FORMAT_LABELS, FORMAT_NAMES, ConvertError, Converted
 
 __all__ = [
     "FORMATS",
+    "FORMAT_LABELS",
     "ConvertError",
     "ConvertResult",
     "Converted",
@@ -53,6 +54,10 @@ FORMATS: dict[str, Converter] = {
     "droid": droid.convert,
     "cursor": cursor.convert,
     "openai": openai.convert,
+    "sts": sts.convert,
+    "gemini": gemini.convert,
+    "opencode": opencode.convert,
+    "cline": cline.convert,
 }
 assert tuple(FORMATS) == FORMAT_NAMES
 
@@ -67,6 +72,9 @@ _ALIASES = {
     "codex-cli": "codex",
     "chat": "openai",
     "messages": "openai",
+    "llama.app": "sts",
+    "llama": "sts",
+    "gemini-cli": "gemini",
 }
 
 
@@ -211,9 +219,8 @@ def detect(path: str | os.PathLike[str]) -> str:
     first = objs[0] if isinstance(objs[0], dict) else {}
     ftype = _str_type(first)
     if ftype == "session":
-        if _looks_sts(dicts):
-            raise ConvertError(f"{p} is already an STS trace; nothing to convert")
-        return "pi"
+        # A damaged STS file is still STS: the reader names what is wrong with it.
+        return "pi" if not _looks_sts(dicts) and _looks_pi(dicts) else "sts"
     if ftype == "session_start":
         return "droid"
     if ftype in ("cursor_session_meta", "cursor_available_tools"):
@@ -253,6 +260,12 @@ def _early_codex(first: dict[str, Any], dicts: list[dict[str, Any]]) -> bool:
 
 def _detect_document(p: Path, whole: Any) -> str:
     """The format of a file holding one JSON document."""
+    if gemini.is_recording(whole) or gemini.is_checkpoint(whole):
+        return "gemini"
+    if opencode.is_export(whole):
+        return "opencode"
+    if cline.is_history(whole):
+        return "cline"
     if isinstance(whole, list):
         if whole and all(isinstance(x, dict) and isinstance(x.get("messages"), list) for x in whole):
             return "hermes" if any(_HERMES_KEYS & x.keys() for x in whole) else "openai"
@@ -275,6 +288,14 @@ def _looks_sts(dicts: list[dict[str, Any]]) -> bool:
         and "id" not in o
         for o in rest
     )
+
+
+def _looks_pi(dicts: list[dict[str, Any]]) -> bool:
+    """A Pi header (no ``harness``, or a ``version`` / ``convertedBy``) or Pi's linked entries."""
+    first = dicts[0]
+    if not isinstance(first.get("harness"), str) or "version" in first or "convertedBy" in first:
+        return True
+    return any("parentId" in o for o in dicts[1:])
 
 
 def is_sts(path: str | os.PathLike[str]) -> bool:

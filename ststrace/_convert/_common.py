@@ -20,6 +20,7 @@ import orjson
 
 from .._encode import content_text, json_text
 from .._reader import Trace
+from .._records import check_usage
 
 
 @dataclass
@@ -37,7 +38,22 @@ class Converted:
 
 
 #: The source formats, in the order messages list them (``FORMATS`` keys).
-FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai")
+FORMAT_NAMES = ("pi", "claude-code", "codex", "hermes", "droid", "cursor", "openai", "sts", "gemini", "opencode", "cline")
+
+#: What each format is called in messages ("this is a Pi session, not STS").
+FORMAT_LABELS = {
+    "pi": "a Pi session",
+    "claude-code": "a Claude Code session",
+    "codex": "a Codex session",
+    "hermes": "a Hermes Agent session",
+    "droid": "a Factory Droid session",
+    "cursor": "a Cursor session",
+    "openai": "an OpenAI messages file",
+    "sts": "an STS trace",
+    "gemini": "a Gemini CLI session",
+    "opencode": "an OpenCode session",
+    "cline": "a Cline task",
+}
 
 
 class ConvertError(ValueError):
@@ -222,6 +238,40 @@ def arguments_json(value: Any) -> str:
     return json_text(value)
 
 
+def usage_counts(raw: Any, dropped: Counter[str]) -> dict[str, Any] | None:
+    """A source's token usage (any provider shape :func:`ststrace._records.check_usage`
+    reads) in the Pi shape, cache reads and writes apart from ``input``; ``None``
+    when there is none or all counts are zero (agents write zeros for a reply
+    that was never sent). A malformed report is counted as ``invalid_usage``."""
+    if raw is None:
+        return None
+    try:
+        usage = check_usage(raw)
+    except ValueError:
+        dropped["invalid_usage"] += 1
+        return None
+    if not any(usage.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")):
+        return None
+    cost = usage.get("cost")
+    if isinstance(cost, dict) and not any(cost.values()):
+        del usage["cost"]  # no prices known (Pi's zeros), not a free reply
+    return usage
+
+
+def add_usage(msg: dict[str, Any], usage: Mapping[str, Any]) -> None:
+    """Add *usage* to the counts *msg* already carries (two model calls merged into one message)."""
+    prev = msg.get("usage")
+    if not isinstance(prev, dict):
+        msg["usage"] = dict(usage)
+        return
+    for key, value in usage.items():
+        if isinstance(value, int) and isinstance(prev.get(key, 0), int):
+            prev[key] = prev.get(key, 0) + value
+        elif key == "cost" and isinstance(value, Mapping) and isinstance(prev.get("cost"), dict):
+            for k, v in value.items():
+                prev["cost"][k] = prev["cost"].get(k, 0) + v
+
+
 def mark_error(text: str, is_error: bool) -> str:
     if not is_error:
         return text
@@ -245,6 +295,15 @@ def iter_jsonl(path: Path, dropped: Counter[str] | None = None) -> Iterator[tupl
             except orjson.JSONDecodeError:
                 if dropped is not None:
                     dropped["invalid_line"] += 1
+
+
+def shorten(text: str, limit: int = 80) -> str | None:
+    """A title from a prompt: its first non-blank line, whitespace collapsed, at most *limit* characters."""
+    line = next((ln for ln in text.splitlines() if ln.strip()), "")
+    line = " ".join(line.split())
+    if not line:
+        return None
+    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
 
 
 def str_or_none(value: Any) -> str | None:

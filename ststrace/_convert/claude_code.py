@@ -1,7 +1,8 @@
 """Claude Code sessions (``~/.claude/projects/<project>/<session>.jsonl``).
 
 One API response is written as several ``assistant`` lines sharing
-``message.id`` (one per content block); they become one STS message. Tool
+``message.id`` (one per content block); they become one STS message, with the
+response's ``usage`` (Anthropic counts: cache reads and writes apart from input). Tool
 results arrive as ``user`` lines holding ``tool_result`` blocks. Lines of a
 subagent (``isSidechain``, grouped by ``agentId``) become their own trace, in
 the main file (older versions) or in ``<session>/subagents/agent-<id>.jsonl``
@@ -11,7 +12,9 @@ when the main session shows it, the ``Task`` call that started it in
 
 The title: a ``custom-title`` line, else a ``summary`` line whose ``leafUuid``
 is a message of this file (Claude Code also appends summaries of *other*
-sessions to a file), else the first user prompt, shortened.
+sessions to a file), else the first user prompt, shortened. A slash command's wrapper turns
+(``<command-name>/clear</command-name>``, ``<local-command-stdout>``, the
+"Caveat: ..." note) stay in the trace as they are but are not the prompt.
 """
 
 from __future__ import annotations
@@ -24,14 +27,13 @@ from typing import Any, Iterable, Mapping
 import orjson
 
 from ._anthropic import user_text
-from ._common import Builder, Converted, block_kind, blocks_text, finish, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, Converted, block_kind, blocks_text, finish, iter_jsonl, shorten, str_or_none, to_ms, usage_counts
 
 HARNESS = "claude-code"
 
 # Bookkeeping lines with no conversation content: skipped, not counted.
 _SKIPPED = frozenset({"summary", "custom-title", "file-history-snapshot", "queue-operation", "last-prompt"})
 
-_TITLE_CHARS = 80
 
 
 class _Group:
@@ -110,7 +112,7 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
         if kind == "user" and isinstance(msg, dict):
             gkey, g = group_for(obj)
             prompt = _user(g.b, obj, msg, ts)
-            if prompt is not None and gkey not in first_prompt:
+            if prompt is not None and gkey not in first_prompt and not is_command(prompt):
                 first_prompt[gkey] = prompt
         elif kind == "assistant" and isinstance(msg, dict):
             _assistant(group_for(obj)[1], msg, ts)
@@ -135,13 +137,23 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
     return finish((g.b for g in groups.values()), file_dropped)
 
 
-def shorten(text: str, limit: int = _TITLE_CHARS) -> str | None:
-    """A title from a prompt: its first non-blank line, whitespace collapsed, at most *limit* characters."""
-    line = next((ln for ln in text.splitlines() if ln.strip()), "")
-    line = " ".join(line.split())
-    if not line:
-        return None
-    return line if len(line) <= limit else line[: limit - 1].rstrip() + "…"
+#: What Claude Code writes as a user turn around a slash command (``/clear``,
+#: ``/init``): the command itself, its arguments, its output, the caveat before it.
+_COMMAND_TAGS = (
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-stderr>",
+    "<local-command-caveat>",
+)
+_CAVEAT = "Caveat: The messages below were generated"
+
+
+def is_command(text: str) -> bool:
+    """Whether a user turn is a slash command's wrapper rather than a prompt the user typed."""
+    head = text.lstrip()
+    return head.startswith(_COMMAND_TAGS) or head.startswith(_CAVEAT)
 
 
 def _task_calls(lines: Iterable[Mapping[str, Any]]) -> dict[str, str]:
@@ -201,7 +213,7 @@ def _user(b: Builder, obj: Mapping[str, Any], msg: Mapping[str, Any], ts: int | 
         return None
     if obj.get("isCompactSummary"):
         b.system(f"[compaction summary]\n{text}", ts)
-    elif obj.get("isMeta"):
+    elif obj.get("isMeta") or text.lstrip().startswith(_CAVEAT):
         # Injected by Claude Code itself (caveats, hook output), not typed by the user.
         b.system(text, ts)
     else:
@@ -249,6 +261,11 @@ def _assistant(g: _Group, msg: Mapping[str, Any], ts: int | None) -> None:
         else:
             b.extend_assistant(target, text=blocks_text([block], b.dropped))
     b.extend_assistant(target, model=model)
+    # Every line of a split response repeats the response's usage, the last
+    # one with the final output count: the last report wins.
+    usage = usage_counts(msg.get("usage"), b.dropped)
+    if usage is not None:
+        target["usage"] = usage
 
 
 def _str(value: Any) -> str:

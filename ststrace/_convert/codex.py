@@ -6,7 +6,7 @@ mostly repeat it for the UI, except ``user_message``, which is the prompt as
 the user typed it. A prompt appears both ways and is recorded once. User-role
 ``response_item`` messages that the user did not type (environment context,
 AGENTS.md) become system messages when the rollout has ``user_message`` events
-to tell them apart.
+to tell them apart. ``token_count`` events give each reply its ``usage``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,19 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from .._encode import content_text, json_text
-from ._common import Builder, Converted, blocks_text, finish, image_mime, iter_jsonl, placeholder, str_or_none, to_ms
+from ._common import (
+    Builder,
+    Converted,
+    add_usage,
+    blocks_text,
+    finish,
+    image_mime,
+    iter_jsonl,
+    placeholder,
+    str_or_none,
+    to_ms,
+    usage_counts,
+)
 
 HARNESS = "codex"
 
@@ -57,11 +69,13 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
 
     model: str | None = str_or_none(meta_payload.get("model"))
     current: dict[str, Any] | None = None  # the assistant message being assembled
+    last_reply: dict[str, Any] | None = None  # the latest assistant message, for token_count
+    last_total: Any = None  # the previous token_count's running total
 
     def assistant_msg(ts: int | None) -> dict[str, Any]:
-        nonlocal current
+        nonlocal current, last_reply
         if current is None:
-            current = b.assistant("", model=model, timestamp=ts)
+            current = last_reply = b.assistant("", model=model, timestamp=ts)
         return current
 
     for kind, p, ts in items:
@@ -86,8 +100,10 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
                 recorded_by_event[key] += 1
             elif ptype in ("task_started", "task_complete", "turn_aborted"):
                 current = None
-            # agent_message, agent_reasoning, token_count, exec/patch events
-            # repeat response items or carry no conversation content.
+            elif ptype == "token_count":
+                last_total = _token_count(b, p, last_reply, last_total)
+            # agent_message, agent_reasoning, exec/patch events repeat
+            # response items or carry no conversation content.
         elif kind == "response_item":
             if ptype == "message":
                 role = p.get("role")
@@ -143,6 +159,47 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
             if isinstance(summary, str) and summary.strip():
                 b.system(f"[compaction summary]\n{summary}", ts)
     return finish([b], file_dropped)
+
+
+def _token_count(b: Builder, p: Mapping[str, Any], reply: dict[str, Any] | None, last_total: Any) -> Any:
+    """Attach a ``token_count`` event's counts to the reply they are for; returns the running total.
+
+    Codex repeats the event (after the reply, and again after its tool outputs)
+    with the same running total: only a changed total is a new model call.
+    ``last_token_usage`` is that call's own counts (OpenAI style: ``input_tokens``
+    includes ``cached_input_tokens``, ``output_tokens`` includes the reasoning);
+    early rollouts put the counts in the payload itself, with no total.
+    """
+    info = p.get("info")
+    if isinstance(info, Mapping):
+        total = info.get("total_token_usage")
+        last = info.get("last_token_usage")
+    elif "input_tokens" in p or "output_tokens" in p:
+        total, last = None, p
+    else:
+        return last_total  # the rate-limit-only event before the first reply
+    if not isinstance(last, Mapping):
+        return last_total
+    key = total if total is not None else last
+    if key == last_total:
+        return last_total
+    raw = {
+        "input_tokens": last.get("input_tokens"),
+        "input_tokens_details": {"cached_tokens": last.get("cached_input_tokens")},
+        "output_tokens": last.get("output_tokens"),
+        "output_tokens_details": {"reasoning_tokens": last.get("reasoning_output_tokens")},
+        "total_tokens": last.get("total_tokens"),
+    }
+    usage = usage_counts(raw, b.dropped)
+    if usage is None:
+        return key
+    if reply is None:
+        b.dropped["usage_without_reply"] += 1
+    elif "usage" in reply:
+        add_usage(reply, usage)  # two model calls written as one message
+    else:
+        reply["usage"] = usage
+    return key
 
 
 def _normalize(obj: Mapping[str, Any], first: bool) -> tuple[str, Mapping[str, Any], int | None]:

@@ -6,7 +6,8 @@ ids repeat). Messages marked ``visibility: "llm_only"`` were injected for the
 model (system reminders) and become system messages. The model is the message's
 own ``modelId`` when it has one, else the one in the ``<id>.settings.json``
 beside the file. A ``compaction_state`` line (the history was summarised) is kept
-as a system message holding its summary.
+as a system message holding its summary. Droid counts tokens per session only
+(``tokenUsage`` in the settings file): they become the header's ``usage``.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import orjson
 
 from ._anthropic import add_assistant, add_user
-from ._common import Builder, Converted, finish, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, Converted, finish, iter_jsonl, str_or_none, to_ms, usage_counts
 
 HARNESS = "droid"
 
@@ -38,6 +39,7 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
         owner=str_or_none(start.get("owner")),
         model=model,
         reasoning_effort=str_or_none(settings.get("reasoningEffort")),
+        usage=_session_usage(settings.get("tokenUsage"), b),
     )
     for obj in lines:
         ts = to_ms(obj.get("timestamp"))
@@ -60,6 +62,26 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
         else:
             b.dropped[f"message:{role}"] += 1
     return finish([b], file_dropped)
+
+
+def _session_usage(raw: Any, b: Builder) -> dict[str, Any] | None:
+    """The session's token counts from ``settings.json`` ``tokenUsage`` (Droid
+    keeps totals only, no per-reply counts), in the Pi shape: a header field."""
+    if not isinstance(raw, dict):
+        return None
+    usage = usage_counts(
+        {
+            "input_tokens": raw.get("inputTokens"),
+            "output_tokens": raw.get("outputTokens"),
+            "cache_read_input_tokens": raw.get("cacheReadTokens"),
+            "cache_creation_input_tokens": raw.get("cacheCreationTokens"),
+        },
+        b.dropped,
+    )
+    thinking = raw.get("thinkingTokens")
+    if usage is not None and isinstance(thinking, int) and not isinstance(thinking, bool) and thinking >= 0:
+        usage["reasoning"] = thinking
+    return usage
 
 
 def _settings(path: Path, sid: str) -> dict[str, Any]:

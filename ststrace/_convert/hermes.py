@@ -16,7 +16,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from ._common import Builder, ConvertError, Converted, finish, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, ConvertError, Converted, finish, iter_jsonl, str_or_none, to_ms, usage_counts
 from .openai import add_messages
 
 HARNESS = "hermes"
@@ -69,6 +69,7 @@ def _session(path: Path, n: int, obj: Mapping[str, Any], *, many: bool) -> Build
     model = str_or_none(obj.get("model"))
     b.metadata.update({k: obj[k] for k in _META if isinstance(obj.get(k), str) and obj[k]})
     b.metadata.update(model=model, timestamp=to_ms(obj.get("started_at")), ended_at=to_ms(obj.get("ended_at")))
+    b.metadata["usage"] = _session_usage(obj, b)
     prompt = obj.get("system_prompt")
     if isinstance(prompt, str) and prompt.strip():
         b.system(prompt, to_ms(obj.get("started_at")))
@@ -113,3 +114,19 @@ def _transcript(path: Path, rows: list[Any]) -> Builder:
         messages.append(obj)
     add_messages(b, messages, model=model)
     return b
+
+
+def _session_usage(obj: Mapping[str, Any], b: Builder) -> dict[str, Any] | None:
+    """Hermes counts tokens per session only (``input_tokens`` apart from the cache):
+    the header's ``usage``, in the Pi shape."""
+    if not any(isinstance(obj.get(k), int) for k in ("input_tokens", "output_tokens")):
+        return None
+    raw = {
+        "input": obj.get("input_tokens") or 0,
+        "output": obj.get("output_tokens") or 0,
+        "cacheRead": obj.get("cache_read_tokens") or 0,
+        "cacheWrite": obj.get("cache_write_tokens") or 0,
+    }
+    if obj.get("reasoning_tokens"):
+        raw["reasoning"] = obj["reasoning_tokens"]
+    return usage_counts(raw, b.dropped)

@@ -12,8 +12,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._records import check_usage
-from ._common import Builder, ConvertError, Converted, blocks_text, finish, iter_jsonl, str_or_none, to_ms
+from ._common import Builder, ConvertError, Converted, blocks_text, finish, iter_jsonl, str_or_none, to_ms, usage_counts
 
 HARNESS = "pi"
 
@@ -183,18 +182,9 @@ def _bash_text(msg: Mapping[str, Any]) -> str:
     return text
 
 
-def _usage(b: Builder, out: dict[str, Any], usage: Any) -> None:
+def _usage(b: Builder, out: dict[str, Any], raw: Any) -> None:
     """Pi's ``usage`` is the STS usage extension's shape: keep it. All zeros is
     what Pi (and ``convert --to pi``) writes for a reply without counts: none."""
-    if usage is None:
-        return
-    try:
-        checked = check_usage(usage)
-    except ValueError:
-        b.dropped["invalid_usage"] += 1
-        return
-    if any(checked.get(k) for k in ("input", "output", "cacheRead", "cacheWrite", "totalTokens")):
-        cost = checked.get("cost")
-        if isinstance(cost, dict) and not any(cost.values()):
-            del checked["cost"]  # no prices known (Pi's zeros), not a free reply
-        out["usage"] = checked
+    usage = usage_counts(raw, b.dropped)
+    if usage is not None:
+        out["usage"] = usage

@@ -102,26 +102,42 @@ def render_html(
     strict: bool = False,
     title: str | None = None,
     links: dict[str, Any] | None = None,
+    note: str | None = None,
 ) -> str:
     """Return the viewer page for a trace file path or an in-memory trace.
 
     With a path, the file is read with :func:`ststrace.read` (``strict=False`` by
     default, so the torn last line of a crashed run is skipped, not fatal);
     :class:`ststrace.TraceFormatError` and ``OSError`` propagate to the caller.
+    *note* says where the trace came from when it is not the file as it is
+    ("converted in memory from a Codex session").
     """
     info: dict[str, Any] = {}
     lines: list[int] | None = None
+    branches: list[dict[str, Any]] = []
     if isinstance(source, (str, os.PathLike)):
-        from .._reader import read
+        from .._reader import read_tree
+        from .._tree import is_tree, resolve, side_branches
 
         path = Path(source)
-        trace: TraceLike = read(path, strict=strict)
+        trace: TraceLike = read_tree(path, strict=strict)
         info["file"] = path.name
         try:
             info["bytes"] = path.stat().st_size
             lines = _line_numbers(path)
         except OSError:
             pass
+        every = trace.messages
+        shown = resolve(trace.header, every)
+        if shown is not every:
+            # A llama.app tree: the path llama.app shows (no placeholder root),
+            # the other branches beside it, each message with its own file line.
+            file_lines = lines if lines is not None and len(lines) == len(every) else [i + 2 for i in range(len(every))]
+            line_of = {id(m): n for m, n in zip(every, file_lines)}
+            if is_tree(trace.header, every):
+                branches = side_branches(trace.header, every)
+            trace.messages = shown
+            lines = [line_of[id(m)] for m in shown]
     else:
         trace = source
         src_path = getattr(source, "path", None)
@@ -131,6 +147,8 @@ def render_html(
     messages = list(trace.messages)
     if lines is not None and len(lines) != len(messages):
         lines = None
+    if note:
+        info["note"] = note
     info["generated"] = _dt.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z").strip()
     version = _version()
     if version:
@@ -139,6 +157,8 @@ def render_html(
     data: dict[str, Any] = {"header": header, "messages": messages, "source": info}
     if lines is not None:
         data["lines"] = lines
+    if branches:
+        data["branches"] = branches
     if links:
         # Sub-agent pages (``ststrace view DIR``): {"parent": ref, "children": [ref]},
         # ref = {"id", "name"?, "href", "parentToolCallId"?}; hrefs relative to this page.

@@ -217,6 +217,48 @@
   var unanswered = 0;
   items.forEach(function (it) { it.calls.forEach(function (c) { if (!c.results.length) unanswered++; }); });
 
+  // Branches of a message tree (llama.app) that are not the path shown: each
+  // is drawn, collapsed, inside the entry of the last message it shares.
+  var branchesAt = new Map();  // item index -> [branch]
+  (Array.isArray(data.branches) ? data.branches : []).forEach(function (b) {
+    if (!isObject(b) || !Array.isArray(b.messages) || !b.messages.length) return;
+    var after = typeof b.after === "number" && b.after >= 0 && b.after < messages.length ? b.after : 0;
+    var idx = itemOfMessage[after];
+    if (idx === undefined) return;
+    if (!branchesAt.has(idx)) branchesAt.set(idx, []);
+    branchesAt.get(idx).push(b);
+  });
+
+  function renderBranch(b) {
+    var det = el("details", "branch");
+    var first = isObject(b.messages[0]) ? b.messages[0] : {};
+    var what = roleOf(first) === "assistant" ? "another reply (regenerated)" : "another branch";
+    det.appendChild(el("summary", null, "Not shown: " + what + " \u00b7 " + plural(b.messages.length, "message")));
+    var filled = false;
+    det.addEventListener("toggle", function () {
+      if (!det.open || filled) return;
+      filled = true;
+      b.messages.forEach(function (m) {
+        if (!isObject(m)) return;
+        var row = el("div", "branch-msg role-" + roleClass(roleOf(m)));
+        var head = el("div", "head");
+        head.appendChild(el("span", "role", ROLES[roleOf(m)] || "no role"));
+        if (typeof m.model === "string" && m.model) head.appendChild(inline("span", "model", m.model));
+        row.appendChild(head);
+        if (str(m.reasoningContent) !== "") row.appendChild(textBlock(str(m.reasoningContent), "mono"));
+        if (str(m.content) !== "") row.appendChild(textBlock(str(m.content), ""));
+        if (Array.isArray(m.toolCalls)) {
+          m.toolCalls.forEach(function (tc) {
+            var fn = isObject(tc) && isObject(tc.function) ? tc.function : {};
+            row.appendChild(inline("div", "fn", "\u0192 " + str(fn.name) + " " + str(fn.arguments)));
+          });
+        }
+        det.appendChild(row);
+      });
+    });
+    return det;
+  }
+
   // ---- state ----------------------------------------------------------------
 
   var state = { query: "", re: null, errorsOnly: false, expandAll: null };
@@ -464,6 +506,8 @@
     if (content !== "") art.appendChild(textBlock(content, it.orphan ? "mono" : ""));
     else if (!it.calls.length && reasoning === "") art.appendChild(el("div", "empty", "empty message"));
     it.calls.forEach(function (c) { art.appendChild(renderCall(c)); });
+    var alt = branchesAt.get(itemOfMessage[it.i]);
+    if (alt) alt.forEach(function (b) { art.appendChild(renderBranch(b)); });
     return art;
   }
 
@@ -723,6 +767,7 @@
       row(k, textBlock(compact.length <= 80 ? compact : JSON.stringify(v, null, 2), "mono"));
     });
     if (typeof source.bytes === "number") row("size", fmtBytes(source.bytes));
+    if (typeof source.note === "string") row("source", source.note);
     sessionLinkRows(row);
     box.appendChild(dl);
 
