@@ -263,6 +263,11 @@ class MessageGuard:
         rebuilt.update(new)
         return rebuilt
 
+    def plain(self, value: Any) -> Any:
+        """Plain JSON *value* (tool definitions) with secrets redacted, judged
+        like a message field nobody named."""
+        return self._extra_fields({}, {"value": value}).get("value", value)
+
     def header(self, header: dict[str, Any]) -> dict[str, Any]:
         """*header* with secrets redacted in its keys and values (``type`` is kept).
 

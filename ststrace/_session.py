@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _files, _records, _registry, _signals, _subagents
+from . import _context, _files, _records, _registry, _signals, _subagents, _tools
 from ._encode import content_text, dumps
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
@@ -245,6 +245,11 @@ class Session:
         self._streams: set[weakref.ref[Any]] = set()
         #: Fingerprints of the latest replies recorded (see _after_new_reply).
         self._replies: deque[int] = deque(maxlen=_MAX_REPLIES)
+        #: Tool sets (and @tool schemas) recorded already, by key (see _offer_tools).
+        self._tools_seen: set[Any] = set()
+        #: Tool definitions waiting for the next message, which carries them.
+        self._tools_next: list[dict[str, Any]] | None = None
+        self._tools_unwritten = 0
 
     # -- path and file ----------------------------------------------------
 
@@ -322,7 +327,8 @@ class Session:
         )
         if header_line:
             self._writer.bytes_written += len(header_line)
-        self._append = self._writer.append
+        # Tools waiting to be written: s.user()'s fast path must step aside (see _offer_tools).
+        self._append = self._writer.append if self._tools_next is None else None
         _registry.register(self)
         _signals.install()  # a no-op once installed, or off the main thread
 
@@ -474,6 +480,17 @@ class Session:
             return None
         self._closed = True
         writer = self._writer
+        if self._tools_next is not None and writer is not None:
+            # Offered to a call that recorded nothing after (it raised): no
+            # message is left to carry them.
+            self._tools_next = None
+            self._tools_unwritten += 1
+            # Info, not a warning: that call's own failure is what the user sees (or was warned about).
+            logger.info(
+                "ststrace: session %s: tool definitions offered to the last model call were not written "
+                "(no message followed them; counted in stats()['lost'])",
+                self.id,
+            )
         if writer is None:
             self._close_done = True
             _registry.unregister(self)
@@ -562,8 +579,8 @@ class Session:
             out: dict[str, Any] = {"messages": 0, "bytes": 0, "flushes": 0, "write_errors": 0, "lost": 0, "buffered_bytes": 0}
         else:
             out = self._writer.stats()
-        if self._dropped:
-            out["lost"] += self._dropped
+        if self._dropped or self._tools_unwritten:
+            out["lost"] += self._dropped + self._tools_unwritten
         out["pending_tool_calls"] = len(self._pending)
         out["redactions"] = dict(self._guard.counts) if self._guard is not None else {}
         with self._state_lock:
@@ -601,6 +618,8 @@ class Session:
             self._open_file()
             writer = self._writer
             assert writer is not None
+        if self._tools_next is not None:
+            msg = self._with_tools(msg, writer)
         try:
             line = b'{"type":"message","message":' + _orjson_dumps(msg) + b"}\n"
         except Exception:  # odd values: the encoder's fallbacks never fail
@@ -704,6 +723,69 @@ class Session:
             with self._state_lock:
                 self._pending.pop(msg["toolCallId"], None)
         self._emit(msg)
+
+    def tools(self, tools: Iterable[Any]) -> None:
+        """Record the tools offered to the model: JSON-schema definitions (the
+        OpenAI, Responses, Anthropic or bare ``{name, description, parameters}``
+        shape), ``@tool`` functions or plain functions (their schema is built
+        from the signature). Written on the next message as its ``tools`` field,
+        once per distinct set (see the README, "Tool schemas")."""
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+            raise BadArgument(f"tools must be a list of tool definitions or functions, not {type(tools).__name__}")
+        defs: list[dict[str, Any]] = []
+        for i, item in enumerate(list(tools)):
+            try:
+                d = _tools.definition(item)
+            except Exception as exc:
+                raise BadArgument(f"tools[{i}]: cannot build a schema from {item!r}: {exc}") from None
+            if d is None:
+                raise BadArgument(
+                    f"tools[{i}]: not a tool definition (a function, or a dict with a 'name' and "
+                    f"'parameters' / 'input_schema'): {item!r}"[:300]
+                )
+            defs.append(d)
+        try:
+            self._offer_tools(defs)
+        except Exception as exc:
+            internal_error(exc, "s.tools()")
+
+    def _offer_tools(self, definitions: list[dict[str, Any]], key: Any = None) -> None:
+        """Record *definitions*, the tools a model call is offered, each already
+        in the normalised shape of :func:`ststrace._tools.definition`
+        (``{"type": "function", "function": {"name", "description", "parameters"}}``).
+
+        The hook every integration calls with its provider's ``tools=``
+        (converted by :func:`ststrace._tools.definitions`, or by its own code
+        for a shape that does not cover). A set already recorded in this
+        session (by *key*, default: its content) is not written again, so a
+        call costs one set lookup once its tools are known. A new set is
+        redacted now and written as the ``tools`` field of the next message.
+        """
+        if not definitions or self.disabled:
+            return
+        if key is None:
+            key = _tools.fingerprint(definitions)
+        seen = self._tools_seen
+        if key in seen:
+            return
+        if len(seen) >= _MAX_TOOL_SETS:
+            seen.clear()  # a set seen again after this is written again: bounded memory, nothing lost
+        seen.add(key)
+        guard = self._guard
+        if guard is not None:
+            definitions = guard.plain(definitions)
+        with self._state_lock:
+            waiting = self._tools_next
+            self._tools_next = definitions if waiting is None else _tools.merge([waiting, definitions])
+            # s.user() writes without _write: off its fast path until they are written.
+            self._append = None
+
+    def _with_tools(self, msg: dict[str, Any], writer: Writer) -> dict[str, Any]:
+        with self._state_lock:
+            tools = self._tools_next
+            self._tools_next = None
+            self._append = writer.append
+        return msg if tools is None else {**msg, "tools": tools}
 
     def _not_recorded(self, role: str, exc: Exception) -> None:
         if isinstance(exc, BadArgument):
@@ -965,6 +1047,8 @@ def close_all() -> None:
 
 
 _MAX_DROP_WARNINGS = 10
+#: Distinct tool sets remembered per session (see Session._offer_tools).
+_MAX_TOOL_SETS = 1024
 
 # Every session, opened or not: a thread may hold one's state lock at fork.
 _all_sessions: weakref.WeakSet[Session] = weakref.WeakSet()
