@@ -20,6 +20,7 @@ from ._session import Session
 
 if TYPE_CHECKING:
     from ._convert import ConvertResult, convert, convert_file, detect, write_trace
+    from ._export import ExportResult, export
     from ._hub import UploadItem, flush_sync, sync, sync_in_background, upload
     from ._reader import Problem, Trace, iter_messages, read, validate
 
@@ -32,6 +33,8 @@ _LAZY: dict[str, str] = {
     "convert_file": "._convert",
     "detect": "._convert",
     "write_trace": "._convert",
+    "ExportResult": "._export",
+    "export": "._export",
     "UploadItem": "._hub",
     "flush_sync": "._hub",
     "sync": "._hub",
@@ -70,6 +73,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ConvertResult",
+    "ExportResult",
     "InstrumentationError",
     "Problem",
     "Redactor",
@@ -85,6 +89,7 @@ __all__ = [
     "convert_file",
     "current_session",
     "detect",
+    "export",
     "flush_sync",
     "instrument",
     "iter_messages",

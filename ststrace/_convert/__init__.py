@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import orjson
 
@@ -34,6 +34,7 @@ __all__ = [
     "convert_file",
     "detect",
     "guard_trace",
+    "input_files",
     "is_sts",
     "output_name",
     "replace_file",
@@ -296,6 +297,40 @@ def is_sts(path: str | os.PathLike[str]) -> bool:
     except (OSError, orjson.JSONDecodeError):
         return False
     return bool(dicts) and dicts[0].get("type") == "session" and isinstance(dicts[0].get("id"), str) and _looks_sts(dicts[:1])
+
+
+def input_files(names: Iterable[str | os.PathLike[str]], outdir: Path | None = None) -> tuple[list[Path], int]:
+    """The files to convert (or export), and how many of them are Claude Code subagent files.
+
+    A Claude Code session ``<dir>/<id>.jsonl`` keeps its subagents in
+    ``<dir>/<id>/subagents/agent-*.jsonl``: given the session, those come too.
+    A directory's files under *outdir* (a sub-directory of it) are left out: with ``convert dir -o dir/sts``
+    a re-run must not take the last run's outputs for inputs.
+    """
+    skip = outdir.resolve() if outdir is not None else None
+    out: list[Path] = []
+    for name in names:
+        p = Path(name)
+        if p.is_dir():
+            found = (f for f in sorted(p.rglob("*.jsonl")) if f.is_file())
+            # Only an output directory strictly below the input one: with `-o dir`
+            # itself, the inputs and outputs cannot be told apart by place.
+            below = skip is not None and skip != p.resolve()
+            out.extend(f for f in found if not below or skip not in f.resolve().parents)
+            continue
+        out.append(p)
+        subagents = p.with_suffix("") / "subagents"
+        if p.suffix == ".jsonl" and subagents.is_dir():
+            out.extend(f for f in sorted(subagents.glob("agent-*.jsonl")) if f.is_file())
+    seen: set[Path] = set()
+    files: list[Path] = []
+    for f in out:
+        key = f.resolve()
+        if key not in seen:
+            seen.add(key)
+            files.append(f)
+    return files, sum(1 for f in files if f.parent.name == "subagents")
+
 
 
 # -- writing ------------------------------------------------------------------------
