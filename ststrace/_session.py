@@ -162,6 +162,7 @@ class Session:
         redact: bool | Redactor = True,
         max_field_chars: int | None = 1_000_000,
         sync_to: str | None = None,
+        sync_as: str = "sts",
         max_buffer: int = DEFAULT_MAX_BUFFER,
         usage: bool = True,
         prices: Any = None,
@@ -186,9 +187,12 @@ class Session:
         self.buffer_size = buffer_size
         self.durable = durable
         self.resume = resume
+        if sync_as not in ("sts", "pi"):
+            raise BadArgument(f"sync_as must be 'sts' or 'pi', not {sync_as!r}")
         if sync_to is not None:
             _load_sync(sync_to)
         self.sync_to = sync_to
+        self.sync_as = sync_as
         self._max_buffer = max_buffer
         self._given_id = id
         # Token usage and sub-agent links (issue 18): see _record_usage and _subagents.
@@ -503,7 +507,7 @@ class Session:
         self._close_done = True
         _registry.unregister(self)
         if err is None and self.sync_to:
-            _registry.after_close(self._trace_path, self.sync_to)
+            _registry.after_close(self._trace_path, self.sync_to, self.sync_as)
         return err
 
     def __enter__(self) -> Session:
