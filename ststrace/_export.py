@@ -37,7 +37,7 @@ import orjson
 from ._convert import ConvertError, convert_file, guard_trace, input_files, is_sts
 from ._encode import dumps
 from ._errors import TraceFormatError
-from ._guard import make_guard
+from ._guard import MessageGuard, make_guard
 from ._reader import Trace, read
 from ._redact import Redactor
 from ._tools import merge
@@ -195,14 +195,20 @@ def _add_usage(totals: dict[str, Any], usage: Any) -> None:
 # -- inputs -----------------------------------------------------------------------------
 
 
-def _load(path: Path, from_: str | None, redact: bool | Redactor) -> tuple[list[Trace], Counter[str], dict[str, int]]:
-    """(traces, dropped, redactions) of one input, read as ``convert`` reads it."""
-    if from_ is None and is_sts(path):
+def _load(
+    path: Path, from_: str | None, redact: bool | Redactor, guard: MessageGuard | None
+) -> tuple[list[Trace], Counter[str], dict[str, int]]:
+    """(traces, dropped, redactions) of one input, read as ``convert`` reads it.
+
+    *guard* redacts STS traces: one for the whole export, so what repeats from
+    session to session (tool schemas, model names) is judged once."""
+    if from_ is None and is_sts(path, whole=False):
         trace = read(path)
-        guard = make_guard(redact)
-        if guard is not None:
-            guard_trace(guard, trace)
-        return [trace], Counter(), dict(guard.counts) if guard is not None else {}
+        if guard is None:
+            return [trace], Counter(), {}
+        before = dict(guard.counts)
+        guard_trace(guard, trace)
+        return [trace], Counter(), {k: n - before.get(k, 0) for k, n in guard.counts.items() if n != before.get(k, 0)}
     result = convert_file(path, from_, redact=redact)
     return result.traces, result.dropped, result.redactions
 
@@ -229,9 +235,10 @@ def _rows(
     from_: str | None,
     redact: bool | Redactor,
 ) -> Iterator[dict[str, Any]]:
+    guard = make_guard(redact)
     for path in files:
         try:
-            traces, dropped, redactions = _load(path, from_, redact)
+            traces, dropped, redactions = _load(path, from_, redact, guard)
         except (OSError, ValueError) as exc:  # ConvertError and TraceFormatError are ValueErrors
             result.failed.append(_reason(path, exc))
             continue
@@ -427,7 +434,9 @@ def export(
         raise FileExistsError(f"{target} already exists; not overwritten (force=True / --force replaces it)")
     names = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
     files, _ = input_files([os.fspath(n) for n in names])
-    files = [f for f in files if f.resolve() != target.resolve()]
+    # The output is never an input (a re-run over the same directory); paths are
+    # resolved only for files of its name.
+    files = [f for f in files if f.name != target.name or f.resolve() != target.resolve()]
     if not files:
         raise ValueError("no input files (the directories hold no *.jsonl)")
     result = ExportResult(target)

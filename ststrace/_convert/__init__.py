@@ -278,8 +278,12 @@ def _looks_sts(dicts: list[dict[str, Any]]) -> bool:
     )
 
 
-def is_sts(path: str | os.PathLike[str]) -> bool:
-    """Whether *path* holds an STS trace (a header with ``harness`` and ``id``, then message lines only)."""
+def is_sts(path: str | os.PathLike[str], *, whole: bool = True) -> bool:
+    """Whether *path* holds an STS trace (a header with ``harness`` and ``id``, then message lines only).
+
+    ``whole=False`` looks at the header and the first message only: enough to
+    tell STS from the other formats, for a caller that reads the file as STS
+    next (and reports a bad later line then)."""
     try:
         with open(path, "rb") as f:
             dicts: list[dict[str, Any]] = []
@@ -293,6 +297,8 @@ def is_sts(path: str | os.PathLike[str]) -> bool:
                 if len(dicts) > 1 and not _looks_sts([dicts[0], obj]):
                     return False
                 if len(dicts) > 1:
+                    if not whole:
+                        break
                     del dicts[1:]
     except (OSError, orjson.JSONDecodeError):
         return False
