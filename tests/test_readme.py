@@ -48,6 +48,16 @@ def test_every_python_block_in_the_readme_runs(
     """Run each block; a failure names the README line where the block starts."""
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("STSTRACE_DIR", raising=False)
+    try:
+        import datasets.config
+    except ImportError:
+        pass
+    else:
+        # "From traces to training data" loads with datasets: no download-count ping
+        # (read from the environment at import, so set here).
+        monkeypatch.setattr(datasets.config, "HF_UPDATE_DOWNLOAD_COUNTS", False)
+        monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
+        monkeypatch.setattr(datasets.config, "HF_DATASETS_CACHE", tmp_path / "hf-datasets-cache")
     namespace: dict[str, Any] = {"__name__": "__readme__"}
     ran = 0
     from test_otel_export import Receiver  # needs the `test` extra's OpenTelemetry packages

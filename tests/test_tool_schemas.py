@@ -355,3 +355,13 @@ def test_hub_detection_still_sees_the_trace(tmp_path: Path) -> None:
         s.assistant("hello", model="m")
     assert [p for p in ststrace.validate(path) if p.severity == "error"] == []
     assert json.loads(path.read_text().splitlines()[1])["message"]["tools"] == CHAT_TOOLS
+
+
+def test_validate_checks_the_tools_field(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text(
+        '{"type":"session","harness":"h","id":"t"}\n'
+        '{"type":"message","message":{"role":"user","content":"a","tools":[{"name":"no function key"}]}}\n'
+        '{"type":"message","message":{"role":"assistant","content":"b","model":"m"}}\n'
+    )
+    assert [(p.line, p.code) for p in ststrace.validate(path) if p.severity == "error"] == [(2, "field-type")]
