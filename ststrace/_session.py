@@ -488,6 +488,7 @@ class Session:
             # Offered to a call that recorded nothing after (it raised): no
             # message is left to carry them.
             self._tools_next = None
+            self.__dict__.pop("_write", None)
             self._tools_unwritten += 1
             # Info, not a warning: that call's own failure is what the user sees (or was warned about).
             logger.info(
@@ -622,8 +623,6 @@ class Session:
             self._open_file()
             writer = self._writer
             assert writer is not None
-        if self._tools_next is not None:
-            msg = self._with_tools(msg, writer)
         try:
             line = b'{"type":"message","message":' + _orjson_dumps(msg) + b"}\n"
         except Exception:  # odd values: the encoder's fallbacks never fail
@@ -781,15 +780,23 @@ class Session:
         with self._state_lock:
             waiting = self._tools_next
             self._tools_next = definitions if waiting is None else _tools.merge([waiting, definitions])
-            # s.user() writes without _write: off its fast path until they are written.
+            # The next record takes them: _write is shadowed by _write_tools on
+            # this instance until then, and s.user() leaves its fast path (it
+            # writes without _write), so the records that carry no tools pay
+            # nothing for them.
+            self._write = self._write_tools  # type: ignore[method-assign]
             self._append = None
 
-    def _with_tools(self, msg: dict[str, Any], writer: Writer) -> dict[str, Any]:
+    def _write_tools(self, msg: dict[str, Any]) -> None:
+        """:meth:`_write`, for the record that carries the tools waiting."""
         with self._state_lock:
             tools = self._tools_next
             self._tools_next = None
-            self._append = writer.append
-        return msg if tools is None else {**msg, "tools": tools}
+            self.__dict__.pop("_write", None)
+            writer = self._writer
+            if writer is not None:
+                self._append = writer.append
+        Session._write(self, msg if tools is None else {**msg, "tools": tools})
 
     def _not_recorded(self, role: str, exc: Exception) -> None:
         if isinstance(exc, BadArgument):
