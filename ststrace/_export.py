@@ -101,12 +101,15 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
     sft = fmt == "sft"
     out: list[dict[str, Any]] = []
     names: dict[str, str] = {}
+    offered: list[Any] = []
     answered: set[str] = set()
     models: list[str] = []
     usage: dict[str, Any] = {}
     errors = 0
     n_calls = 0
     for m in trace.messages:
+        if "tools" in m:
+            offered.append(m["tools"])
         role = m.get("role")
         content = m.get("content")
         text = content if isinstance(content, str) else ""
@@ -157,7 +160,7 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
                 result["name"] = names[cid]
             result["content"] = text
             out.append(result)
-    tools = merge(m.get("tools") for m in trace.messages)
+    tools = merge(offered)
     row: dict[str, Any] = {"messages": out, "tools": tools}
     if not sft:
         if not tools:
@@ -202,8 +205,18 @@ def _load(
 
     *guard* redacts STS traces: one for the whole export, so what repeats from
     session to session (tool schemas, model names) is judged once."""
-    if from_ is None and is_sts(path, whole=False):
-        trace = read(path)
+    if from_ is None:
+        # Read as STS first: one open for the common case; a file that is not
+        # STS (another agent's format) is converted, one that is and is damaged reported.
+        try:
+            trace = read(path)
+        except TraceFormatError:
+            if is_sts(path, whole=False):
+                raise
+            trace = None
+    else:
+        trace = None
+    if trace is not None:
         if guard is None:
             return [trace], Counter(), {}
         before = dict(guard.counts)

@@ -19,6 +19,7 @@ import inspect
 import re
 import types
 import typing
+import weakref
 from collections.abc import Iterable, Mapping
 from typing import Any, Callable, Literal, Union, get_args, get_origin
 
@@ -210,6 +211,8 @@ def _hint_schema(hint: Any) -> dict[str, Any]:
 
 # -- from a provider's tools= argument -------------------------------------------------
 
+_built: weakref.WeakKeyDictionary[Any, ToolDef] = weakref.WeakKeyDictionary()
+
 
 def _get(obj: Any, key: str) -> Any:
     if isinstance(obj, Mapping):
@@ -231,7 +234,14 @@ def definition(item: Any) -> ToolDef | None:
         schema = getattr(item, "_self_ststrace_schema", None)  # an @tool function
         if isinstance(schema, dict):
             return schema
-        return function_schema(item)
+        # A plain function given as a tool on every model call: its schema is built once.
+        try:
+            cached = _built.get(item)
+        except TypeError:  # not weak-referenceable
+            return function_schema(item)
+        if cached is None:
+            cached = _built[item] = function_schema(item)
+        return cached
     if not isinstance(item, Mapping):
         dump = getattr(item, "model_dump", None)
         if callable(dump):

@@ -328,10 +328,15 @@ def input_files(names: Iterable[str | os.PathLike[str]], outdir: Path | None = N
         subagents = p.with_suffix("") / "subagents"
         if p.suffix == ".jsonl" and subagents.is_dir():
             out.extend(f for f in sorted(subagents.glob("agent-*.jsonl")) if f.is_file())
-    seen: set[Path] = set()
+    seen: set[Any] = set()
     files: list[Path] = []
     for f in out:
-        key = f.resolve()
+        # The same file named twice (a link, "a/../a"): one stat, not a realpath walk per file.
+        try:
+            st = f.stat()
+            key: Any = (st.st_dev, st.st_ino)
+        except OSError:
+            key = f.absolute()  # reported as unreadable when it is read
         if key not in seen:
             seen.add(key)
             files.append(f)
