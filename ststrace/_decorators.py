@@ -771,6 +771,24 @@ def _stateful_thread(kwargs: Any) -> str | None:
     return None
 
 
+def _offered_tools(kwargs: Any) -> Any:
+    """The tools a model call is offered, in its provider's shape: ``tools=``
+    (OpenAI, Anthropic, LiteLLM, Hugging Face, Mistral), Bedrock Converse's
+    ``toolConfig=``, google-genai's ``config=...(tools=)``."""
+    if not isinstance(kwargs, Mapping):
+        return None
+    offered = kwargs.get("tools")
+    if offered is None:
+        offered = kwargs.get("toolConfig")
+    if offered is None:
+        config = kwargs.get("config")
+        if isinstance(config, Mapping):
+            offered = config.get("tools")
+        elif config is not None and type(config).__name__ == "GenerateContentConfig":
+            offered = getattr(config, "tools", None)
+    return offered if isinstance(offered, (list, tuple, Mapping)) else None
+
+
 def _begin_llm(session: Session, model: str | None, capture_input: bool, args: Any, kwargs: Any) -> _LlmCall | None:
     if capture_input:
         try:
@@ -782,9 +800,7 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
         except Exception as exc:
             # The reply can still be recorded without its inputs.
             internal_error(exc, "@llm inputs")
-        offered = kwargs.get("tools") if isinstance(kwargs, Mapping) else None
-        if offered is None and isinstance(kwargs, Mapping):
-            offered = kwargs.get("toolConfig")  # Bedrock Converse
+        offered = _offered_tools(kwargs)
         if offered:
             try:
                 # After the inputs: the reply the model gives with these tools carries them.

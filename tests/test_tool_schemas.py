@@ -365,3 +365,28 @@ def test_validate_checks_the_tools_field(tmp_path: Path) -> None:
         '{"type":"message","message":{"role":"assistant","content":"b","model":"m"}}\n'
     )
     assert [(p.line, p.code) for p in ststrace.validate(path) if p.severity == "error"] == [(2, "field-type")]
+
+
+def test_llm_reads_the_tools_of_every_provider_shape(tmp_path: Path) -> None:
+    """@llm (and so every integration built on it) takes tools= , Bedrock's
+    toolConfig= and google-genai's config=...(tools=)."""
+    from ststrace import llm
+
+    @llm
+    def call(**kwargs: Any) -> str:
+        return "ok"
+
+    bedrock = {"tools": [{"toolSpec": {"name": t["function"]["name"], "description": t["function"]["description"],
+                                       "inputSchema": {"json": t["function"]["parameters"]}}} for t in CHAT_TOOLS]}
+    gemini = {"tools": [{"function_declarations": [{**t["function"]} for t in CHAT_TOOLS[:1]]}]}
+    for name, kwargs, want in [
+        ("chat", {"tools": CHAT_TOOLS}, CHAT_TOOLS),
+        ("bedrock", {"toolConfig": bedrock}, CHAT_TOOLS),
+        ("gemini", {"config": gemini}, CHAT_TOOLS[:1]),
+        ("none", {"config": {"temperature": 0}}, None),
+    ]:
+        path = tmp_path / f"{name}.jsonl"
+        with Session(path):
+            call(**kwargs)
+        (reply,) = _lines(path)
+        assert reply.get("tools") == want, name
