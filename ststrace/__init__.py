@@ -2,7 +2,7 @@
 Session Trace Simple Format (STS) JSONL files.
 
 Recording (``Session``, ``@tool``, ``@llm``, ``instrument``) is imported with
-the package. Reading, validating, converting and uploading traces are
+the package. Reading, validating, converting, exporting and uploading traces are
 imported on first use (module ``__getattr__``), as are the command line and
 the viewer: ``import ststrace`` stays cheap for the program being traced.
 """

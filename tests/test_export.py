@@ -381,12 +381,12 @@ def test_chat_templates_render_every_exported_row(template: str, tmp_path: Path)
 # -- constant memory ---------------------------------------------------------------------
 
 
-def _many(d: Path, n: int) -> None:
+def _many(d: Path, n: int, turns: int = 20) -> None:
     d.mkdir(parents=True)
     line = b'{"type":"message","message":{"role":"user","content":"' + b"x" * 2000 + b'","timestamp":1}}\n'
     reply = b'{"type":"message","message":{"role":"assistant","content":"ok","model":"m","timestamp":2}}\n'
     for i in range(n):
-        (d / f"s{i:05d}.jsonl").write_bytes(b'{"type":"session","harness":"h","id":"s%d"}\n' % i + (line + reply) * 20)
+        (d / f"s{i:05d}.jsonl").write_bytes(b'{"type":"session","harness":"h","id":"s%d"}\n' % i + (line + reply) * turns)
 
 
 def _peak_export(d: Path, out: Path) -> tuple[int, int]:
@@ -410,11 +410,13 @@ def test_export_memory_does_not_grow_with_sessions(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_export_of_10000_sessions_runs_in_constant_memory(tmp_path: Path) -> None:
-    _many(tmp_path / "small", 100)
-    _many(tmp_path / "big", 10_000)
+    """10,000 sessions, 1 GB of traces."""
+    _many(tmp_path / "small", 100, turns=48)
+    _many(tmp_path / "big", 10_000, turns=48)
+    assert sum(f.stat().st_size for f in (tmp_path / "big").iterdir()) > 1_000_000_000
     _, peak_small = _peak_export(tmp_path / "small", tmp_path / "small.jsonl")
     rows, peak_big = _peak_export(tmp_path / "big", tmp_path / "big.jsonl")
     assert rows == 10_000
     # The list of 10,000 input paths is the only thing that grows (a few MB).
     assert peak_big < peak_small + 8 * 1024 * 1024, (peak_small, peak_big)
-    assert os.path.getsize(tmp_path / "big.jsonl") > 10_000 * 40_000
+    assert os.path.getsize(tmp_path / "big.jsonl") > 10_000 * 96_000
