@@ -15,6 +15,11 @@ CORE   := $(VENV)/.ststrace-core
 OAI2   := .venv-openai2
 OAI2_STAMP := $(OAI2)/.ststrace-installed
 OAI2_TESTS := tests/frameworks/test_crewai.py tests/frameworks/test_llamaindex.py
+# Arize Phoenix pins anthropic<2: its test (ststrace otlp into a real Phoenix
+# server on 127.0.0.1) runs in .venv-phoenix (the test-phoenix extra), also first.
+PHX    := .venv-phoenix
+PHX_STAMP := $(PHX)/.ststrace-installed
+PHX_TESTS := tests/test_otel_phoenix.py
 
 .PHONY: demo test bench typecheck clean
 
@@ -38,8 +43,14 @@ $(OAI2_STAMP): pyproject.toml
 	$(OAI2)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-openai2]'
 	touch $(OAI2_STAMP)
 
-test: $(STAMP) $(OAI2_STAMP)
+$(PHX_STAMP): pyproject.toml
+	test -x $(PHX)/bin/python || $(PYTHON) -m venv $(PHX)
+	$(PHX)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-phoenix]'
+	touch $(PHX_STAMP)
+
+test: $(STAMP) $(OAI2_STAMP) $(PHX_STAMP)
 	$(OAI2)/bin/python -m pytest -q -p no:cacheprovider $(OAI2_TESTS)
+	$(PHX)/bin/python -m pytest -q -p no:cacheprovider $(PHX_TESTS)
 	$(BIN)/python -m pytest -q
 
 typecheck: $(STAMP)
@@ -49,4 +60,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(PHX) .venv-crewai traces .pytest_cache .mypy_cache
