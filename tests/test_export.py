@@ -420,3 +420,14 @@ def test_export_of_10000_sessions_runs_in_constant_memory(tmp_path: Path) -> Non
     # The list of 10,000 input paths is the only thing that grows (a few MB).
     assert peak_big < peak_small + 8 * 1024 * 1024, (peak_small, peak_big)
     assert os.path.getsize(tmp_path / "big.jsonl") > 10_000 * 96_000
+
+
+def test_cursor_tool_list_reaches_the_row(tmp_path: Path) -> None:
+    """Cursor transcripts list their tools: convert keeps them, export writes them."""
+    ststrace.export(AGENT_TRACES / "example_cursor_session.jsonl", tmp_path / "o.jsonl")
+    (row,) = _rows(tmp_path / "o.jsonl")
+    assert row["tools"] == [{
+        "type": "function",
+        "function": {"name": "Shell", "description": "Run shell commands.",
+                     "parameters": {"type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]}},
+    }]
