@@ -26,6 +26,11 @@ GOOGLE_TESTS := tests/test_integration_google_genai.py tests/frameworks/test_goo
 SIDE := .venv-side
 SIDE_STAMP := $(SIDE)/.ststrace-installed
 SIDE_TESTS := tests/test_integration_google_genai.py tests/test_integration_together.py
+# Arize Phoenix pins anthropic<2: its test (ststrace otlp into a real Phoenix
+# server on 127.0.0.1) runs in .venv-phoenix (the test-phoenix extra), also first.
+PHX    := .venv-phoenix
+PHX_STAMP := $(PHX)/.ststrace-installed
+PHX_TESTS := tests/test_otel_phoenix.py
 
 .PHONY: demo test bench typecheck clean
 
@@ -44,27 +49,19 @@ $(CORE): pyproject.toml
 demo: $(CORE)
 	$(BIN)/python examples/quickstart.py
 
-$(OAI2_STAMP): pyproject.toml
-	test -x $(OAI2)/bin/python || $(PYTHON) -m venv $(OAI2)
-	$(OAI2)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-openai2]'
-	touch $(OAI2_STAMP)
-
-$(GOOGLE_STAMP): pyproject.toml
-	test -x $(GOOGLE)/bin/python || $(PYTHON) -m venv $(GOOGLE)
-	$(GOOGLE)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-google]'
-	touch $(GOOGLE_STAMP)
-
-$(SIDE_STAMP): pyproject.toml
-	test -x $(SIDE)/bin/python || $(PYTHON) -m venv $(SIDE)
-	$(SIDE)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-side]'
-	touch $(SIDE_STAMP)
+# Every side environment .venv-NAME is built from the extra test-NAME.
+.venv-%/.ststrace-installed: pyproject.toml
+	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-$*]'
+	touch $@
 
 # -rs: the reason of every skipped test (a missing browser is also said in one line).
 # About 10-15 minutes on 2 cores; see README "Set-up" for time and disk.
-test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP)
+test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP)
 	$(OAI2)/bin/python -m pytest -q -rs -p no:cacheprovider $(OAI2_TESTS)
 	$(GOOGLE)/bin/python -m pytest -q -rs -p no:cacheprovider $(GOOGLE_TESTS)
 	$(SIDE)/bin/python -m pytest -q -rs -p no:cacheprovider $(SIDE_TESTS)
+	$(PHX)/bin/python -m pytest -q -rs -p no:cacheprovider $(PHX_TESTS)
 	$(BIN)/python -m pytest -q -rs
 
 typecheck: $(STAMP)
@@ -74,4 +71,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) .venv-crewai traces .pytest_cache .mypy_cache

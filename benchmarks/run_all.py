@@ -38,6 +38,7 @@ QUICK: list[tuple[str, list[str]]] = [
     ("bench_open.py", ["--sessions", "5000", "--runs", "2"]),
     ("bench_loop_lag.py", ["--tasks", "200", "--messages", "1000", "--runs", "2"]),
     ("bench_memory.py", ["--messages", "200000"]),
+    ("bench_export.py", ["--sessions", "300", "--repeat", "3"]),
     ("compare.py", ["--n", "20000", "--runs", "3"]),
     ("bench_otlp_memory.py", ["--messages", "5000"]),
 ]
@@ -50,6 +51,7 @@ FULL: list[tuple[str, list[str]]] = [
     ("bench_open.py", ["--sessions", "5000", "--runs", "3"]),
     ("bench_loop_lag.py", []),
     ("bench_memory.py", []),
+    ("bench_export.py", []),
     ("compare.py", []),
     ("bench_otlp_memory.py", []),
 ]

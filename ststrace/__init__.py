@@ -2,7 +2,7 @@
 Session Trace Simple Format (STS) JSONL files.
 
 Recording (``Session``, ``@tool``, ``@llm``, ``instrument``) is imported with
-the package. Reading, validating, converting and uploading traces are
+the package. Reading, validating, converting, exporting and uploading traces are
 imported on first use (module ``__getattr__``), as are the command line and
 the viewer: ``import ststrace`` stays cheap for the program being traced.
 """
@@ -20,6 +20,7 @@ from ._session import Session
 
 if TYPE_CHECKING:
     from ._convert import ConvertResult, convert, convert_file, detect, write_trace
+    from ._export import ExportResult, export
     from ._hub import UploadItem, flush_sync, sync, sync_in_background, upload
     from ._reader import Problem, Trace, iter_messages, read, read_tree, validate
 
@@ -32,6 +33,8 @@ _LAZY: dict[str, str] = {
     "convert_file": "._convert",
     "detect": "._convert",
     "write_trace": "._convert",
+    "ExportResult": "._export",
+    "export": "._export",
     "UploadItem": "._hub",
     "flush_sync": "._hub",
     "sync": "._hub",
@@ -71,6 +74,7 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "ConvertResult",
+    "ExportResult",
     "InstrumentationError",
     "Problem",
     "Redactor",
@@ -86,6 +90,7 @@ __all__ = [
     "convert_file",
     "current_session",
     "detect",
+    "export",
     "flush_sync",
     "instrument",
     "iter_messages",

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar, overload
 import orjson
 import wrapt
 
-from . import _context, _records
+from . import _context, _records, _tools
 from ._context import bound_tool_call_id, current, current_tool_call, in_llm_call
 from ._encode import content_text, dumps, json_text
 from ._errors import internal_error, logger
@@ -189,14 +189,38 @@ def _same(a: Any, b: Any) -> bool:
 
 
 class _ToolSpec:
-    __slots__ = ("name", "binder", "capture_args", "capture_result")
+    __slots__ = ("name", "binder", "capture_args", "capture_result", "schema")
 
-    def __init__(self, func: Any, name: str | None, capture_args: bool, capture_result: bool) -> None:
+    def __init__(
+        self, func: Any, name: str | None, capture_args: bool, capture_result: bool, schema: Any = None
+    ) -> None:
         target = getattr(func, "__func__", func)
         self.name = name or getattr(target, "__name__", None) or "tool"
         self.binder = _Binder(func)
         self.capture_args = capture_args
         self.capture_result = capture_result
+        #: The tool's definition, built once here: a call only looks the spec
+        #: up in the session's set of tools recorded (see _begin_tool).
+        self.schema = _tool_schema(func, self.name, schema)
+
+
+def _tool_schema(func: Any, name: str, given: Any) -> dict[str, Any] | None:
+    if given is not None:
+        d = _tools.definition(given if not isinstance(given, Mapping) or "name" in given or "function" in given
+                              else {"name": name, "parameters": given})
+        if d is None:
+            raise ValueError(f"@tool(schema=...) for {name!r}: not a tool definition or a parameters schema: {given!r}")
+        return d
+    try:
+        return _tools.function_schema(func, name)
+    except Exception as exc:
+        internal_error(exc, f"@tool {name} schema")
+        return None
+
+
+def _offer_schema(spec: _ToolSpec, session: Session) -> None:
+    if spec.schema is not None:
+        session._offer_tools([spec.schema], spec)
 
 
 class _ToolCall:
@@ -287,6 +311,8 @@ def _begin_tool(
 ) -> str | None:
     """The id of the tool call this call answers, or ``None`` if tracing failed."""
     try:
+        if spec not in session._tools_seen:
+            _offer_schema(spec, session)
         if bound_tool_call_id.get() is not None:
             return _start_tool(spec, session, instance, args, kwargs, _take_bound(session))
         if session._pending:
@@ -366,6 +392,8 @@ def _tool_observer(
     kwargs: dict[str, Any],
     bound: tuple[str, bool] | None,
 ) -> _Observer:
+    if spec not in session._tools_seen:
+        _offer_schema(spec, session)
     return _ToolItems(_ToolCall(session, _start_tool(spec, session, instance, args, kwargs, bound), spec))
 
 
@@ -377,8 +405,8 @@ def _take_bound_safely(session: Session, spec: _ToolSpec) -> tuple[str, bool] | 
         return None
 
 
-def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: bool) -> Any:
-    spec = _ToolSpec(func, name, capture_args, capture_result)
+def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: bool, schema: Any = None) -> Any:
+    spec = _ToolSpec(func, name, capture_args, capture_result, schema)
     kind = _kind(func)
 
     if kind is _SYNC:
@@ -454,7 +482,10 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             begin = functools.partial(_tool_observer, spec, session, instance, args, kwargs, bound)
             return trace(gen, begin, False)
 
-    return _Wrapper(func, wrapper)
+    decorated = _Wrapper(func, wrapper)
+    # Read by s.tools([...]) and ststrace's own integrations (see _tools.definition).
+    setattr(decorated, "_self_ststrace_schema", spec.schema)
+    return decorated
 
 
 _NOT_RECORDED: Any = object()
@@ -670,7 +701,13 @@ class _Passthrough(_Observer):
 def tool(func: F, /) -> F: ...
 @overload
 def tool(
-    func: None = None, /, *, name: str | None = None, capture_args: bool = True, capture_result: bool = True
+    func: None = None,
+    /,
+    *,
+    name: str | None = None,
+    capture_args: bool = True,
+    capture_result: bool = True,
+    schema: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -681,12 +718,17 @@ def tool(
     name: str | None = None,
     capture_args: bool = True,
     capture_result: bool = True,
+    schema: Mapping[str, Any] | None = None,
 ) -> Any:
     """Record each call of the decorated function as a tool result paired with
-    the model's tool call (see the README for the pairing rules)."""
+    the model's tool call (see the README for the pairing rules).
+
+    The tool's JSON schema is built once, here, from the signature, type hints
+    and docstring (*schema* gives one instead: a whole definition or just its
+    ``parameters``); it is recorded when the tool is first called in a session."""
     if func is None:
-        return lambda f: _make_tool(f, name, capture_args, capture_result)
-    return _make_tool(func, name, capture_args, capture_result)
+        return lambda f: _make_tool(f, name, capture_args, capture_result, schema)
+    return _make_tool(func, name, capture_args, capture_result, schema)
 
 
 @contextmanager
@@ -810,6 +852,24 @@ def _stateful_thread(kwargs: Any) -> str | None:
     return None
 
 
+def _offered_tools(kwargs: Any) -> Any:
+    """The tools a model call is offered, in its provider's shape: ``tools=``
+    (OpenAI, Anthropic, LiteLLM, Hugging Face, Mistral), Bedrock Converse's
+    ``toolConfig=``, google-genai's ``config=...(tools=)``."""
+    if not isinstance(kwargs, Mapping):
+        return None
+    offered = kwargs.get("tools")
+    if offered is None:
+        offered = kwargs.get("toolConfig")
+    if offered is None:
+        config = kwargs.get("config")
+        if isinstance(config, Mapping):
+            offered = config.get("tools")
+        elif config is not None and type(config).__name__ == "GenerateContentConfig":
+            offered = getattr(config, "tools", None)
+    return offered if isinstance(offered, (list, tuple, Mapping)) else None
+
+
 def _begin_llm(session: Session, model: str | None, capture_input: bool, args: Any, kwargs: Any) -> _LlmCall | None:
     if capture_input:
         try:
@@ -821,6 +881,13 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
         except Exception as exc:
             # The reply can still be recorded without its inputs.
             internal_error(exc, "@llm inputs")
+        offered = _offered_tools(kwargs)
+        if offered:
+            try:
+                # After the inputs: the reply the model gives with these tools carries them.
+                session._offer_tools(_tools.definitions(offered))
+            except Exception as exc:
+                internal_error(exc, "@llm tools")
     try:
         if model is None:
             m = kwargs.get("model")

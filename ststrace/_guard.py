@@ -60,6 +60,8 @@ _ROLES = frozenset({"user", "assistant", "system", "tool"})
 # is looked up again by its result, a few messages later), each at most this
 # long. Ids ststrace made are never cached: they are recognised as they are.
 _NAMES_CACHED = 256
+_EXTRAS_CACHED = 32
+_EXTRA_CACHED_BYTES = 1 << 20
 _IDS_CACHED = 64
 _CACHED_CHARS = 256
 # Keys the digest of a redacted id: stable within the process, never written.
@@ -91,6 +93,7 @@ class MessageGuard:
         "_clean_ids",
         "_names",
         "_ids",
+        "_extras",
         "screen",
         "__weakref__",
     )
@@ -130,6 +133,9 @@ class MessageGuard:
         self._clean_ids: set[str] = set()
         self._names: dict[str, tuple[str, dict[str, int]]] = {}
         self._ids: dict[str, tuple[str, dict[str, int]]] = {}
+        # Extra fields seen before, by their JSON text: a trace's tool schemas
+        # repeat, read back from every message that carries them.
+        self._extras: dict[bytes, tuple[Any, dict[str, int]]] = {}
 
     # -- public ---------------------------------------------------------------------
 
@@ -245,14 +251,27 @@ class MessageGuard:
             return out
         counts: dict[str, int] = {}
         try:
-            plain = orjson.loads(dumps(extra))
-            new = self._redact_value(plain, 0, counts)
+            raw = dumps(extra)
+            # Token usage, tool schemas: their JSON text passes the screen in
+            # most messages, and then nothing in it can need redaction.
+            if not self.screen(raw.decode("utf-8", "replace")):
+                return out
+            hit = self._extras.get(raw)
+            if hit is None:
+                plain = orjson.loads(raw)
+                redacted = self._redact_value(plain, 0, counts)
+                hit = (None if redacted is plain else redacted, counts)
+                if len(raw) <= _EXTRA_CACHED_BYTES:
+                    if len(self._extras) >= _EXTRAS_CACHED:
+                        self._extras.clear()  # a plain bound, as for names
+                    self._extras[raw] = hit
+            new, found = hit
         except Exception as exc:
             internal_error(exc, "redacting message fields")
             new = {k: FAILED for k in map(str, extra)}
         else:
-            self._count(counts)
-            if new is plain:
+            self._count(found)
+            if new is None:
                 return out
         # Rebuilt in the message's key order; the redacted fields take the
         # place of the originals.
@@ -262,6 +281,11 @@ class MessageGuard:
                 rebuilt[key] = value
         rebuilt.update(new)
         return rebuilt
+
+    def plain(self, value: Any) -> Any:
+        """Plain JSON *value* (tool definitions) with secrets redacted, judged
+        like a message field nobody named."""
+        return self._extra_fields({}, {"value": value}).get("value", value)
 
     def header(self, header: dict[str, Any]) -> dict[str, Any]:
         """*header* with secrets redacted in its keys and values (``type`` is kept).

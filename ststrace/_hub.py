@@ -229,6 +229,36 @@ def check_file(path: Path, detector: Redactor | None = None) -> tuple[bytes, lis
     return data, findings
 
 
+# -- layouts -------------------------------------------------------------------------
+
+#: What an upload sends: the STS file as written, or its Pi layout (``convert --to pi``),
+#: whose dataset rows the Hub's ``datasets`` loader fills with tool calls,
+#: reasoning, results and tools (it reads an STS file's messages as Pi
+#: content blocks and finds none).
+LAYOUTS = ("sts", "pi")
+
+
+def check_layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown upload layout {layout!r}; choose one of: {', '.join(LAYOUTS)}")
+    return layout
+
+
+def as_layout(path: Path, data: bytes, layout: str) -> tuple[bytes, list[Finding]]:
+    """*data* (the checked bytes of *path*) in *layout*; a Pi session stays as it is."""
+    if layout == "sts" or _pi_layout(data):
+        return data, []
+    from ._convert.to_pi import pi_bytes
+    from ._reader import Trace
+
+    try:
+        lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
+        trace = Trace(header=lines[0], messages=[e["message"] for e in lines[1:]], path=path)
+        return pi_bytes(trace), []
+    except Exception as exc:  # a file forced past its errors
+        return data, [Finding(path, 0, "pi", f"cannot be written as a Pi session: {type(exc).__name__}: {exc}")]
+
+
 # -- sending -------------------------------------------------------------------------
 
 
@@ -285,6 +315,7 @@ def upload(
     force: bool = False,
     dry_run: bool = False,
     api: Any = None,
+    layout: str = "sts",
 ) -> list[UploadItem]:
     """Upload trace files (or directories of them) to a dataset repo or a bucket.
 
@@ -295,8 +326,11 @@ def upload(
     process is still writing, is returned with status ``"refused"`` and its
     findings, and not sent, unless ``force``.
     ``dry_run`` checks everything and sends nothing (status ``"would-upload"``).
+    ``layout="pi"`` sends each STS trace as the Pi session ``convert --to pi``
+    writes (same file name), the layout whose dataset rows the Hub fills in.
     Errors from the Hub propagate.
     """
+    check_layout(layout)
     target = parse_target(repo=repo, bucket=bucket)
     files = _collect(paths)
     dests: dict[str, Path] = {}
@@ -315,6 +349,9 @@ def upload(
             continue
         seen.add(d)
         data, findings = check_file(f, detector)
+        if not findings or force:
+            data, more = as_layout(f, data, layout)
+            findings.extend(more)
         if is_open(f):
             findings.insert(0, Finding(f, 0, "open", "the session is still being written (a process has it open)"))
         if findings and not force:
@@ -397,6 +434,7 @@ def sync(
     api: Any = None,
     public: bool = False,
     min_age: float = 0.0,
+    layout: str = "sts",
 ) -> list[UploadItem]:
     """Upload the closed session files under *dir* to *to*
     (``hf://buckets/USER/NAME[/prefix]`` or ``hf://datasets/USER/NAME[/prefix]``).
@@ -406,6 +444,7 @@ def sync(
     are logged and not sent. Call it again (from cron, a loop, a worker's
     shutdown) to pick up sessions closed since.
     """
+    check_layout(layout)
     target = parse_target(to=to)
     base = Path(dir)
     if not base.is_dir():
@@ -428,6 +467,8 @@ def sync(
                 items.append(UploadItem(f, dest, "unchanged", size=st.st_size))
                 continue
         data, findings = check_file(f, detector)
+        if not findings:
+            data, findings = as_layout(f, data, layout)
         if findings:
             for finding in findings:
                 logger.warning("ststrace: not syncing %s", finding)
@@ -461,10 +502,12 @@ class SyncWatcher:
         api: Any = None,
         public: bool = False,
         min_age: float = 0.0,
+        layout: str = "sts",
     ) -> None:
         if interval <= 0:
             raise ValueError("interval must be positive")
         parse_target(to=to)  # a bad destination fails here, not in the thread
+        self.layout = check_layout(layout)
         self.dir, self.to, self.interval = Path(dir), to, interval
         self._api, self._public, self._min_age = api, public, min_age
         self._stop = threading.Event()
@@ -474,7 +517,7 @@ class SyncWatcher:
 
     def _pass(self) -> None:
         try:
-            sync(self.dir, self.to, api=self._api, public=self._public, min_age=self._min_age)
+            sync(self.dir, self.to, api=self._api, public=self._public, min_age=self._min_age, layout=self.layout)
         except Exception as exc:
             logger.error("ststrace: syncing %s to %s failed: %s", self.dir, self.to, exc, exc_info=exc)
         self.passes += 1
@@ -506,9 +549,10 @@ def sync_in_background(
     api: Any = None,
     public: bool = False,
     min_age: float = 0.0,
+    layout: str = "sts",
 ) -> SyncWatcher:
     """Start a :class:`SyncWatcher`: sync *dir* to *to* now and every *interval* seconds."""
-    return SyncWatcher(dir, to, interval=interval, api=api, public=public, min_age=min_age)
+    return SyncWatcher(dir, to, interval=interval, api=api, public=public, min_age=min_age, layout=layout)
 
 
 # -- background sync of closed sessions ---------------------------------------------------
@@ -519,19 +563,19 @@ class _Syncer:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._queue: queue.Queue[tuple[Path, str, Any]] = queue.Queue()
+        self._queue: queue.Queue[tuple[Path, str, Any, str]] = queue.Queue()
         self._thread: threading.Thread | None = None
         self._pid = os.getpid()
         self._atexit = False
 
-    def submit(self, path: Path, to: str, api: Any) -> None:
+    def submit(self, path: Path, to: str, api: Any, layout: str = "sts") -> None:
         with self._lock:
             if self._pid != os.getpid():
                 # Forked: the parent's thread and queue do not exist here.
                 self._queue = queue.Queue()
                 self._thread = None
                 self._pid = os.getpid()
-            self._queue.put((path, to, api))
+            self._queue.put((path, to, api, layout))
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="ststrace-sync", daemon=True)
                 self._thread.start()
@@ -543,7 +587,7 @@ class _Syncer:
         q = self._queue
         while True:
             try:
-                path, to, api = q.get(timeout=1.0)
+                path, to, api, layout = q.get(timeout=1.0)
             except queue.Empty:
                 with self._lock:
                     if q.empty():
@@ -551,7 +595,7 @@ class _Syncer:
                         return
                 continue
             try:
-                _sync_one(path, to, api)
+                _sync_one(path, to, api, layout)
             except Exception as exc:
                 logger.error("ststrace: could not sync %s to %s: %s", path, to, exc, exc_info=exc)
             finally:
@@ -571,10 +615,12 @@ class _Syncer:
 _syncer = _Syncer()
 
 
-def _sync_one(path: Path, to: str, api: Any) -> None:
+def _sync_one(path: Path, to: str, api: Any, layout: str = "sts") -> None:
     target = parse_target(to=to)
     dest = target.dest(path.name)
     data, findings = check_file(path)
+    if not findings:
+        data, findings = as_layout(path, data, layout)
     if findings:
         for finding in findings:
             logger.warning("ststrace: not syncing %s", finding)
@@ -585,11 +631,11 @@ def _sync_one(path: Path, to: str, api: Any) -> None:
         _synced[(str(target), str(path.resolve()))] = (st.st_size, st.st_mtime_ns)
 
 
-def schedule_sync(path: Path, to: str, *, api: Any = None) -> None:
-    """Upload the closed session file *path* to *to* in the background; never raises."""
+def schedule_sync(path: Path, to: str, layout: str = "sts", *, api: Any = None) -> None:
+    """Upload the closed session file *path* to *to* (in *layout*) in the background; never raises."""
     try:
         parse_target(to=to)
-        _syncer.submit(Path(path), to, api)
+        _syncer.submit(Path(path), to, api, check_layout(layout))
     except Exception as exc:
         if isinstance(exc, ValueError):
             logger.error("ststrace: sync_to=%r: %s", to, exc)

@@ -281,6 +281,8 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
                 _check_usage(n, msg["usage"], err)
             if "toolCalls" in msg:
                 _check_tool_calls(n, msg, role, calls, err, warn)
+            if "tools" in msg and not _tool_definitions(msg["tools"]):
+                err(n, "field-type", 'tools must be a list of {"type": "function", "function": {"name", ...}} definitions')
             if role == "tool":
                 cid = msg.get("toolCallId")
                 if not isinstance(cid, str):
@@ -314,6 +316,14 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
         )
     problems.sort(key=lambda pr: pr.line)
     return problems
+
+
+def _tool_definitions(value: Any) -> bool:
+    """Whether *value* is a ``tools`` field: the tool definitions offered from that message on."""
+    return isinstance(value, list) and all(
+        isinstance(d, dict) and isinstance(d.get("function"), dict) and isinstance(d["function"].get("name"), str)
+        for d in value
+    )
 
 
 def _check_tool_calls(n: int, msg: dict[str, Any], role: Any, calls: dict[str, int], err: Any, warn: Any) -> None:

@@ -40,7 +40,7 @@ class _Closable(Protocol):
 
 
 #: Called as ``hook(path, sync_to)`` after a session with ``sync_to`` closed cleanly.
-AfterClose = Callable[[Path, str], None]
+AfterClose = Callable[[Path, str, str], None]
 
 _open: set[Any] = set()
 _lock = threading.RLock()  # reentrant: a signal handler may open a session while it is held
@@ -93,10 +93,10 @@ def on_after_close(hook: AfterClose) -> None:
         _after_close.append(hook)
 
 
-def after_close(path: Path, sync_to: str) -> None:
+def after_close(path: Path, sync_to: str, layout: str = "sts") -> None:
     for hook in list(_after_close):
         try:
-            hook(path, sync_to)
+            hook(path, sync_to, layout)
         except Exception as exc:
             internal_error(exc, "sync_to")
 

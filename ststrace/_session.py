@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _files, _records, _registry, _signals, _subagents, _unrecorded
+from . import _context, _files, _records, _registry, _signals, _subagents, _tools, _unrecorded
 from ._encode import content_text, dumps
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
@@ -169,6 +169,7 @@ class Session:
         redact: bool | Redactor = True,
         max_field_chars: int | None = 1_000_000,
         sync_to: str | None = None,
+        sync_as: str = "sts",
         max_buffer: int = DEFAULT_MAX_BUFFER,
         usage: bool = True,
         prices: Any = None,
@@ -193,9 +194,12 @@ class Session:
         self.buffer_size = buffer_size
         self.durable = durable
         self.resume = resume
+        if sync_as not in ("sts", "pi"):
+            raise BadArgument(f"sync_as must be 'sts' or 'pi', not {sync_as!r}")
         if sync_to is not None:
             _load_sync(sync_to)
         self.sync_to = sync_to
+        self.sync_as = sync_as
         self._max_buffer = max_buffer
         self._given_id = id
         # Token usage and sub-agent links (issue 18): see _record_usage and _subagents.
@@ -252,6 +256,11 @@ class Session:
         self._streams: set[weakref.ref[Any]] = set()
         #: Fingerprints of the latest replies recorded (see _after_new_reply).
         self._replies: deque[int] = deque(maxlen=_MAX_REPLIES)
+        #: Tool sets (and @tool schemas) recorded already, by key (see _offer_tools).
+        self._tools_seen: set[Any] = set()
+        #: Tool definitions waiting for the next message, which carries them.
+        self._tools_next: list[dict[str, Any]] | None = None
+        self._tools_unwritten = 0
 
     # -- path and file ----------------------------------------------------
 
@@ -329,7 +338,8 @@ class Session:
         )
         if header_line:
             self._writer.bytes_written += len(header_line)
-        self._append = self._writer.append
+        # Tools waiting to be written: s.user()'s fast path must step aside (see _offer_tools).
+        self._append = self._writer.append if self._tools_next is None else None
         _registry.register(self)
         _signals.install()  # a no-op once installed, or off the main thread
 
@@ -481,6 +491,18 @@ class Session:
             return None
         self._closed = True
         writer = self._writer
+        if self._tools_next is not None and writer is not None:
+            # Offered to a call that recorded nothing after (it raised): no
+            # message is left to carry them.
+            self._tools_next = None
+            self.__dict__.pop("_write", None)
+            self._tools_unwritten += 1
+            # Info, not a warning: that call's own failure is what the user sees (or was warned about).
+            logger.info(
+                "ststrace: session %s: tool definitions offered to the last model call were not written "
+                "(no message followed them; counted in stats()['lost'])",
+                self.id,
+            )
         if writer is None:
             self._close_done = True
             _registry.unregister(self)
@@ -495,7 +517,7 @@ class Session:
         if not writer.records and not self._dropped:
             _registry.ended_empty(self.id)
         if err is None and self.sync_to:
-            _registry.after_close(self._trace_path, self.sync_to)
+            _registry.after_close(self._trace_path, self.sync_to, self.sync_as)
         return err
 
     def __enter__(self) -> Session:
@@ -571,8 +593,8 @@ class Session:
             out: dict[str, Any] = {"messages": 0, "bytes": 0, "flushes": 0, "write_errors": 0, "lost": 0, "buffered_bytes": 0}
         else:
             out = self._writer.stats()
-        if self._dropped:
-            out["lost"] += self._dropped
+        if self._dropped or self._tools_unwritten:
+            out["lost"] += self._dropped + self._tools_unwritten
         out["pending_tool_calls"] = len(self._pending)
         out["redactions"] = dict(self._guard.counts) if self._guard is not None else {}
         with self._state_lock:
@@ -713,6 +735,77 @@ class Session:
             with self._state_lock:
                 self._pending.pop(msg["toolCallId"], None)
         self._emit(msg)
+
+    def tools(self, tools: Iterable[Any]) -> None:
+        """Record the tools offered to the model: JSON-schema definitions (the
+        OpenAI, Responses, Anthropic or bare ``{name, description, parameters}``
+        shape), ``@tool`` functions or plain functions (their schema is built
+        from the signature). Written on the next message as its ``tools`` field,
+        once per distinct set (see the README, "Tool schemas")."""
+        if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
+            raise BadArgument(f"tools must be a list of tool definitions or functions, not {type(tools).__name__}")
+        defs: list[dict[str, Any]] = []
+        for i, item in enumerate(list(tools)):
+            try:
+                d = _tools.definition(item)
+            except Exception as exc:
+                raise BadArgument(f"tools[{i}]: cannot build a schema from {item!r}: {exc}") from None
+            if d is None:
+                raise BadArgument(
+                    f"tools[{i}]: not a tool definition (a function, or a dict with a 'name' and "
+                    f"'parameters' / 'input_schema'): {item!r}"[:300]
+                )
+            defs.append(d)
+        try:
+            self._offer_tools(defs)
+        except Exception as exc:
+            internal_error(exc, "s.tools()")
+
+    def _offer_tools(self, definitions: list[dict[str, Any]], key: Any = None) -> None:
+        """Record *definitions*, the tools a model call is offered, each already
+        in the normalised shape of :func:`ststrace._tools.definition`
+        (``{"type": "function", "function": {"name", "description", "parameters"}}``).
+
+        The hook every integration calls with its provider's ``tools=``
+        (converted by :func:`ststrace._tools.definitions`, or by its own code
+        for a shape that does not cover). A set already recorded in this
+        session (by *key*, default: its content) is not written again, so a
+        call costs one set lookup once its tools are known. A new set is
+        redacted now and written as the ``tools`` field of the next message.
+        """
+        if not definitions or self.disabled:
+            return
+        if key is None:
+            key = _tools.fingerprint(definitions)
+        seen = self._tools_seen
+        if key in seen:
+            return
+        if len(seen) >= _MAX_TOOL_SETS:
+            seen.clear()  # a set seen again after this is written again: bounded memory, nothing lost
+        seen.add(key)
+        guard = self._guard
+        if guard is not None:
+            definitions = guard.plain(definitions)
+        with self._state_lock:
+            waiting = self._tools_next
+            self._tools_next = definitions if waiting is None else _tools.merge([waiting, definitions])
+            # The next record takes them: _write is shadowed by _write_tools on
+            # this instance until then, and s.user() leaves its fast path (it
+            # writes without _write), so the records that carry no tools pay
+            # nothing for them.
+            self._write = self._write_tools  # type: ignore[method-assign]
+            self._append = None
+
+    def _write_tools(self, msg: dict[str, Any]) -> None:
+        """:meth:`_write`, for the record that carries the tools waiting."""
+        with self._state_lock:
+            tools = self._tools_next
+            self._tools_next = None
+            self.__dict__.pop("_write", None)
+            writer = self._writer
+            if writer is not None:
+                self._append = writer.append
+        Session._write(self, msg if tools is None else {**msg, "tools": tools})
 
     def _not_recorded(self, role: str, exc: Exception) -> None:
         if isinstance(exc, BadArgument):
@@ -1015,6 +1108,8 @@ def close_all() -> None:
 
 
 _MAX_DROP_WARNINGS = 10
+#: Distinct tool sets remembered per session (see Session._offer_tools).
+_MAX_TOOL_SETS = 1024
 
 # Every session, opened or not: a thread may hold one's state lock at fork.
 _all_sessions: weakref.WeakSet[Session] = weakref.WeakSet()

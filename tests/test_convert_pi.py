@@ -127,11 +127,14 @@ def test_sts_to_pi_layout() -> None:
     }
     entries = lines[1:]
     assert [e["type"] for e in entries] == [
-        "session_info", "custom_message", "message", "model_change", "message", "message", "message",
+        "session_info", "custom", "custom_message", "message", "model_change", "message", "message", "message",
     ]
     assert [e["parentId"] for e in entries] == [None] + [e["id"] for e in entries[:-1]]
     assert len({e["id"] for e in entries}) == len(entries)
     assert entries[0]["name"] == "what time is it"
+    # teich (the Hub's datasets loader) reads the system prompt from this entry only.
+    assert entries[1]["customType"] == "teich-system-prompt" and entries[1]["data"] == {"systemPrompt": "be terse"}
+    del entries[1]
     assert entries[1]["customType"] == "system" and entries[1]["content"] == "be terse"
     assert entries[3]["modelId"] == "openai/gpt-5" and entries[3]["provider"] == "openai"
     call = entries[4]["message"]

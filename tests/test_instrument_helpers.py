@@ -105,12 +105,14 @@ INPUTS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USE
 
 
 def strip(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Messages without their timestamps (which must be present and integers) and
-    token usage (whose values are checked in tests/test_usage.py)."""
+    """Messages without their timestamps (which must be present and integers),
+    token usage (whose values are checked in tests/test_usage.py) and tool
+    schemas (checked, with the message that carries them, in tests/test_tool_schemas.py)."""
     out = []
     for m in messages:
         m = dict(m)
         m.pop("usage", None)
+        m.pop("tools", None)
         ts = m.pop("timestamp", None)
         assert isinstance(ts, int) and ts > 1_600_000_000_000, f"bad timestamp in {m}"
         out.append(m)

@@ -208,8 +208,10 @@ def recorded_reply(path: Path) -> dict[str, Any]:
     msgs = valid_messages(path)
     replies = [m for m in msgs if m["role"] == "assistant"]
     assert len(replies) == 1
-    # Usage is left out: a stream reports it only when asked (tests/test_usage.py).
-    return {k: v for k, v in replies[0].items() if k not in ("timestamp", "usage")}
+    # Usage is left out: a stream reports it only when asked (tests/test_usage.py);
+    # so are tool schemas: an @llm function sees only its own arguments'
+    # tools= (tests/test_tool_schemas.py).
+    return {k: v for k, v in replies[0].items() if k not in ("timestamp", "usage", "tools")}
 
 
 def first_turn(path: Path, call: Any, consume: Any) -> dict[str, Any]:

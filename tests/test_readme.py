@@ -74,7 +74,14 @@ def test_every_python_block_in_the_readme_runs_alone(tmp_path: Path) -> None:
     """Each block in a fresh process; a failure names the README line where the block starts."""
     from test_otel_export import Receiver  # needs the `test` extra's OpenTelemetry packages
 
-    env = _env()
+    # "From traces to training data" loads with datasets: offline, no download-count
+    # ping, its cache in the test's directory.
+    env = _env(
+        HF_HUB_OFFLINE="1",
+        HF_DATASETS_OFFLINE="1",
+        HF_UPDATE_DOWNLOAD_COUNTS="0",
+        HF_DATASETS_CACHE=str(tmp_path / "hf-datasets-cache"),
+    )
     otlp = Receiver()  # the OTLP/HTTP backend the OpenTelemetry section sends to
     try:
         with FakeAPI() as api:

@@ -19,6 +19,8 @@ from .._convert import (
     ConvertError,
     convert_file,
     format_name,
+    guard_trace,
+    input_files,
     is_sts,
     output_name,
     replace_file,
@@ -94,41 +96,6 @@ def _isatty(stream: TextIO) -> bool:
         return stream.isatty()
     except (AttributeError, ValueError):
         return False
-
-
-def _inputs(names: list[str], outdir: Path | None = None) -> tuple[list[Path], int]:
-    """The files to convert, and how many of them are Claude Code subagent files.
-
-    A Claude Code session ``<dir>/<id>.jsonl`` keeps its subagents in
-    ``<dir>/<id>/subagents/agent-*.jsonl``: given the session, those come too.
-    A directory's files under *outdir* (a sub-directory of it) are left out: with ``convert dir -o dir/sts``
-    a re-run must not take the last run's outputs for inputs.
-    """
-    skip = outdir.resolve() if outdir is not None else None
-    out: list[Path] = []
-    for name in names:
-        p = Path(name)
-        if p.is_dir():
-            # Gemini CLI and Cline keep their sessions as JSON documents.
-            globs = ("*.jsonl", "session-*.json", "checkpoint-*.json", "api_conversation_history.json")
-            found = (f for f in sorted(x for g in globs for x in p.rglob(g)) if f.is_file())
-            # Only an output directory strictly below the input one: with `-o dir`
-            # itself, the inputs and outputs cannot be told apart by place.
-            below = skip is not None and skip != p.resolve()
-            out.extend(f for f in found if not below or skip not in f.resolve().parents)
-            continue
-        out.append(p)
-        subagents = p.with_suffix("") / "subagents"
-        if p.suffix == ".jsonl" and subagents.is_dir():
-            out.extend(f for f in sorted(subagents.glob("agent-*.jsonl")) if f.is_file())
-    seen: set[Path] = set()
-    files: list[Path] = []
-    for f in out:
-        key = f.resolve()
-        if key not in seen:
-            seen.add(key)
-            files.append(f)
-    return files, sum(1 for f in files if f.parent.name == "subagents")
 
 
 def plural(n: int, word: str) -> str:
@@ -237,7 +204,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"ststrace convert: cannot create {outdir}: {exc}", file=err)
         return 1
-    files, subagents = _inputs(args.inputs, outdir)
+    files, subagents = input_files(args.inputs, outdir)
     if not files:
         print("ststrace convert: no input files (the directories hold no *.jsonl)", file=err)
         return 1

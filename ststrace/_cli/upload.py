@@ -27,6 +27,14 @@ def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--public", action="store_true", help="create the repo or bucket public")
     p.add_argument("--force", action="store_true", help="send files even with errors or detected secrets")
     p.add_argument("--dry-run", action="store_true", help="check and show what would be sent; send nothing")
+    p.add_argument(
+        "--as",
+        dest="layout",
+        choices=("sts", "pi"),
+        default="sts",
+        help="what to send: sts (the files as they are, default) or pi (each STS trace as the Pi session "
+        "'convert --to pi' writes: the Hub's datasets loader reads its tool calls, reasoning, results and tools)",
+    )
 
 
 @contextlib.contextmanager
@@ -64,6 +72,7 @@ def run(args: argparse.Namespace, *, api: Any = None) -> int:
                 force=args.force,
                 dry_run=args.dry_run,
                 api=api,
+                layout=args.layout,
             )
     except (ValueError, FileNotFoundError, IsADirectoryError, PermissionError, ImportError) as exc:
         # Bad arguments or unreadable local files: nothing was sent.
@@ -84,7 +93,8 @@ def run(args: argparse.Namespace, *, api: Any = None) -> int:
         if item.status in ("uploaded", "would-upload"):
             forced = " (forced past: " + ", ".join(sorted({f.kind for f in item.findings})) + ")" if item.findings else ""
             verb = "would upload" if item.status == "would-upload" else "uploaded"
-            print(f"{verb} {item.path} -> {target.kind} {target.repo_id}:{item.dest} ({plural(item.size, 'byte')}){forced}")
+            layout = " as Pi" if args.layout == "pi" else ""
+            print(f"{verb} {item.path}{layout} -> {target.kind} {target.repo_id}:{item.dest} ({plural(item.size, 'byte')}){forced}")
     sent = sum(1 for i in items if i.status in ("uploaded", "would-upload"))
     verb = "would send" if args.dry_run else "sent"
     print(

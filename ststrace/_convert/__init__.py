@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import orjson
 
@@ -35,6 +35,7 @@ __all__ = [
     "convert_file",
     "detect",
     "guard_trace",
+    "input_files",
     "is_sts",
     "output_name",
     "replace_file",
@@ -298,8 +299,12 @@ def _looks_pi(dicts: list[dict[str, Any]]) -> bool:
     return any("parentId" in o for o in dicts[1:])
 
 
-def is_sts(path: str | os.PathLike[str]) -> bool:
-    """Whether *path* holds an STS trace (a header with ``harness`` and ``id``, then message lines only)."""
+def is_sts(path: str | os.PathLike[str], *, whole: bool = True) -> bool:
+    """Whether *path* holds an STS trace (a header with ``harness`` and ``id``, then message lines only).
+
+    ``whole=False`` looks at the header and the first message only: enough to
+    tell STS from the other formats, for a caller that reads the file as STS
+    next (and reports a bad later line then)."""
     try:
         with open(path, "rb") as f:
             dicts: list[dict[str, Any]] = []
@@ -313,10 +318,53 @@ def is_sts(path: str | os.PathLike[str]) -> bool:
                 if len(dicts) > 1 and not _looks_sts([dicts[0], obj]):
                     return False
                 if len(dicts) > 1:
+                    if not whole:
+                        break
                     del dicts[1:]
     except (OSError, orjson.JSONDecodeError):
         return False
     return bool(dicts) and dicts[0].get("type") == "session" and isinstance(dicts[0].get("id"), str) and _looks_sts(dicts[:1])
+
+
+def input_files(names: Iterable[str | os.PathLike[str]], outdir: Path | None = None) -> tuple[list[Path], int]:
+    """The files to convert (or export), and how many of them are Claude Code subagent files.
+
+    A Claude Code session ``<dir>/<id>.jsonl`` keeps its subagents in
+    ``<dir>/<id>/subagents/agent-*.jsonl``: given the session, those come too.
+    A directory's files under *outdir* (a sub-directory of it) are left out: with ``convert dir -o dir/sts``
+    a re-run must not take the last run's outputs for inputs.
+    """
+    skip = outdir.resolve() if outdir is not None else None
+    out: list[Path] = []
+    for name in names:
+        p = Path(name)
+        if p.is_dir():
+            # Gemini CLI and Cline keep their sessions as JSON documents.
+            globs = ("*.jsonl", "session-*.json", "checkpoint-*.json", "api_conversation_history.json")
+            found = (f for f in sorted(x for g in globs for x in p.rglob(g)) if f.is_file())
+            # Only an output directory strictly below the input one: with `-o dir`
+            # itself, the inputs and outputs cannot be told apart by place.
+            below = skip is not None and skip != p.resolve()
+            out.extend(f for f in found if not below or skip not in f.resolve().parents)
+            continue
+        out.append(p)
+        subagents = p.with_suffix("") / "subagents"
+        if p.suffix == ".jsonl" and subagents.is_dir():
+            out.extend(f for f in sorted(subagents.glob("agent-*.jsonl")) if f.is_file())
+    seen: set[Any] = set()
+    files: list[Path] = []
+    for f in out:
+        # The same file named twice (a link, "a/../a"): one stat, not a realpath walk per file.
+        try:
+            st = f.stat()
+            key: Any = (st.st_dev, st.st_ino)
+        except OSError:
+            key = f.absolute()  # reported as unreadable when it is read
+        if key not in seen:
+            seen.add(key)
+            files.append(f)
+    return files, sum(1 for f in files if f.parent.name == "subagents")
+
 
 
 # -- writing ------------------------------------------------------------------------

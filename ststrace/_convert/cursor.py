@@ -1,12 +1,14 @@
 """Cursor agent transcripts: ``{"role", "message": {"content": [...]}}`` lines
 with Anthropic-style blocks, optionally led by a ``cursor_session_meta`` line
-(session id, model) and followed by bookkeeping lines (``turn_ended``)."""
+(session id, model) and a ``cursor_available_tools`` line (the tools' schemas, kept
+as the first message's ``tools``), and followed by bookkeeping lines (``turn_ended``)."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
+from .._tools import definitions, merge
 from ._anthropic import add_assistant, add_user
 from ._common import Builder, Converted, finish, iter_jsonl, str_or_none, to_ms
 
@@ -41,4 +43,7 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
             add_user(b, content, ts, as_system=True)
         else:
             b.dropped[f"message:{role}"] += 1
+    tools = merge(definitions(o.get("tools")) for o in lines if o.get("type") == "cursor_available_tools")
+    if tools and b.messages:
+        b.messages[0]["tools"] = tools
     return finish([b], file_dropped)

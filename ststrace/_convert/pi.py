@@ -12,6 +12,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
+from .._records import check_usage
+from .._tools import definitions, merge
+from .to_pi import TOOLS_CUSTOM_TYPE
 from ._common import Builder, ConvertError, Converted, blocks_text, finish, iter_jsonl, str_or_none, to_ms, usage_counts
 
 HARNESS = "pi"
@@ -94,10 +97,16 @@ def _build(
     b.name = names[-1] if names else None
 
     model: str | None = None
+    tools: list[Any] | None = None  # from a teich-available-tools entry, for the next message
     for entry in branch:
         kind = entry.get("type")
         ts = to_ms(entry.get("timestamp"))
-        if kind == "model_change":
+        before = len(b.messages)
+        if kind == "custom" and entry.get("customType") == TOOLS_CUSTOM_TYPE:
+            data = entry.get("data")
+            listed = definitions(data.get("tools")) if isinstance(data, dict) else []
+            tools = merge([tools, listed]) if tools else listed
+        elif kind == "model_change":
             model = str_or_none(entry.get("modelId")) or model
         elif kind == "message" and isinstance(entry.get("message"), dict):
             _message(b, entry["message"], ts, model)
@@ -110,6 +119,11 @@ def _build(
             b.system(f"[branch summary]\n{entry['summary']}", ts)
         # thinking_level_change, session_info, label and custom entries carry
         # no conversation content.
+        if tools and len(b.messages) > before:
+            b.messages[before]["tools"] = tools
+            tools = None
+    if tools and b.messages:
+        b.messages[-1]["tools"] = merge([b.messages[-1].get("tools"), tools])
     return b
 
 

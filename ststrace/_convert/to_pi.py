@@ -14,7 +14,12 @@ the entry before it. Mapping:
 - system -> ``custom_message`` (``customType: "system"``), which Pi shows in
   the conversation and ststrace reads back as a system message;
 - the trace's name -> a ``session_info`` entry; its sub-agent links stay in the
-  header; each reply's ``usage`` is its Pi ``usage`` (zeros when it has none).
+  header; each reply's ``usage`` is its Pi ``usage`` (zeros when it has none);
+- the tool schemas of its messages' ``tools`` fields (merged by name) -> one
+  ``custom`` entry ``{"customType": "teich-available-tools", "data": {"tools": [...]}}``,
+  the line teich (the Hub's ``datasets`` loader) reads a Pi session's tools from;
+  the first system message is also a ``teich-system-prompt`` entry, teich's
+  only way to a Pi session's system prompt (it skips ``custom_message``).
 
 The header also says ``convertedBy: "ststrace"``, so ``--force`` can tell its
 own output from a Pi session it must not replace.
@@ -30,10 +35,14 @@ import orjson
 
 from .._encode import dumps
 from .._reader import Trace
+from .._tools import merge
 
-__all__ = ["CONVERTED_BY", "pi_bytes", "pi_lines"]
+__all__ = ["CONVERTED_BY", "TOOLS_CUSTOM_TYPE", "pi_bytes", "pi_lines"]
 
 CONVERTED_BY = "ststrace"
+#: teich's name for the custom entry listing the tools a Pi session offered (teich/converter.py).
+TOOLS_CUSTOM_TYPE = "teich-available-tools"
+SYSTEM_CUSTOM_TYPE = "teich-system-prompt"
 
 _COUNTS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 _COSTS = ("input", "output", "cacheRead", "cacheWrite", "total")
@@ -115,6 +124,12 @@ def pi_lines(trace: Trace) -> list[dict[str, Any]]:
     name = header.get("name")
     if isinstance(name, str) and name:
         entry("session_info", now, name=name)
+    tools = merge(m.get("tools") for m in trace.messages)
+    if tools:
+        entry("custom", now, customType=TOOLS_CUSTOM_TYPE, data={"tools": tools})
+    system = next((m.get("content") for m in trace.messages if m.get("role") == "system"), None)
+    if isinstance(system, str) and system.strip():
+        entry("custom", now, customType=SYSTEM_CUSTOM_TYPE, data={"systemPrompt": system})
     call_names: dict[str, str] = {}
     model: str | None = None
     for msg in trace.messages:

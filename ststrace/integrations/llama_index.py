@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .. import _records
+from .. import _records, _tools
 from .._context import current, in_llm_call
 from .._encode import content_text
 from .._errors import internal_error
@@ -121,6 +121,9 @@ def _record_inputs(session: Session, agent: Any, llm_input: Any, tools: Any) -> 
                 messages.append(msg)
     if messages:
         session._record_inputs(messages)
+    # The tools the ReAct prompt describes, as the schemas a function-calling model would get.
+    offered = [t.metadata.to_openai_tool(skip_length_check=True) for t in tools or () if hasattr(t, "metadata")]
+    session._offer_tools(_tools.definitions(offered))
 
 
 def _model(agent: Any, output: Any) -> str | None:

@@ -48,7 +48,7 @@ import weakref
 from contextvars import Context, ContextVar, Token
 from typing import Any, Callable
 
-from .. import _records
+from .. import _records, _tools
 from .._context import current, current_tool_call, in_llm_call
 from .._decorators import _error_text, _Observer, _trace_gen
 from .._encode import content_text, json_text
@@ -250,6 +250,22 @@ class _Run:
         # prompt equal to the last one recorded and messages the user
         # recorded with s.user() / s.system() just before.
         session._record_inputs(inputs, self.key)
+        self._offer_tools(session)
+
+    def _offer_tools(self, session: Session) -> None:
+        """The agent's tools (and managed agents), in smolagents' own JSON-schema form."""
+        try:
+            # Looked up by name: smolagents ships no type information.
+            schema_of = importlib.import_module("smolagents.models").get_tool_json_schema
+            offered = [
+                schema_of(t)
+                for group in ("tools", "managed_agents")
+                for t in (getattr(self.agent, group, None) or {}).values()
+                if hasattr(t, "inputs")
+            ]
+            session._offer_tools(_tools.definitions(offered))
+        except Exception as exc:
+            internal_error(exc, "smolagents tools")
 
     def item(self, value: Any) -> None:
         kind = _kind(value)

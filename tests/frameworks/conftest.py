@@ -49,6 +49,10 @@ def _messages_of(path: Path) -> list[dict[str, Any]]:
         # here it must only be well formed where present.
         usage = m.pop("usage", None)
         assert usage is None or (m["role"] == "assistant" and isinstance(usage.get("totalTokens"), int)), m
+        # Tool schemas are checked in tests/frameworks/test_framework_tool_schemas.py;
+        # here they must only be well formed where present.
+        tools = m.pop("tools", None)
+        assert tools is None or all(t["type"] == "function" and t["function"]["name"] for t in tools), m
         out.append(m)
     return out
 

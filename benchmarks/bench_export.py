@@ -1,0 +1,113 @@
+"""``ststrace export`` throughput against reading the same files (issue 22).
+
+Run: ``python benchmarks/bench_export.py [--sessions N] [--repeat R]``
+
+Target: ``ststrace.export(dir, out.jsonl)`` (default options: redaction on,
+rows written and fsynced) takes at most 2x the time of reading every message
+of the same files with ``ststrace.iter_messages``. The sessions are shaped
+like recorded ones: a system prompt, tools, user turns, assistant replies with
+reasoning, tool calls and usage, tool results of a few hundred characters
+(about 12 KB a session). Also shown: export with ``redact=False`` (what
+redaction adds) and the Parquet writer. Best of R alternating repeats, wall
+and process CPU; MB/s is of input read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, HERE)
+
+from _harness import machine_line, ratio, target  # noqa: E402
+
+import ststrace  # noqa: E402
+from ststrace import Session  # noqa: E402
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool of the benchmark agent, with a description of typical length.",
+            "parameters": {"type": "object", "properties": {"path": {"type": "string"}, "limit": {"type": "integer"}}, "required": ["path"]},
+        },
+    }
+    for name in ("read_file", "list_dir", "grep", "run_tests")
+]
+RESULT = (
+    "def handler(event, context):\n    body = json.loads(event['body'])\n    return {'statusCode': 200, 'body': body}\n" * 4
+)
+
+
+def make_sessions(directory: Path, n: int) -> int:
+    for i in range(n):
+        with Session(directory, id=f"bench-{i:06d}", harness="bench", flush_interval=60) as s:
+            s.tools(TOOLS)
+            s.system("You are a coding agent. Use the tools to read and change the repository.")
+            for turn in range(4):
+                s.user(f"Step {turn}: find where the handler parses the request body and explain it.")
+                ids = s.assistant(
+                    "Let me look at the code.",
+                    reasoning="The handler is probably in src/app.py; reading it first.",
+                    tool_calls=[{"name": "read_file", "arguments": {"path": f"src/app{turn}.py", "limit": 200}},
+                                {"name": "grep", "arguments": {"path": "src", "limit": 20}}],
+                    model="bench-model",
+                    usage={"input": 1200 + turn, "output": 80, "cacheRead": 1000},
+                )
+                for cid in ids:
+                    s.tool(cid, RESULT)
+            s.assistant("The handler parses the body with json.loads and returns it unchanged.", model="bench-model")
+    return sum(f.stat().st_size for f in directory.iterdir())
+
+
+def read_all(directory: Path) -> None:
+    for f in sorted(directory.glob("*.jsonl")):
+        for _ in ststrace.iter_messages(f):
+            pass
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sessions", type=int, default=1000)
+    ap.add_argument("--repeat", type=int, default=3)
+    args = ap.parse_args()
+    print(machine_line())
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "traces"
+        size = make_sessions(src, args.sessions)
+        print(f"{args.sessions} sessions, {size / 1e6:.1f} MB")
+        outs = Path(tmp) / "out"
+        outs.mkdir()
+        counter = iter(range(10**9))
+
+        cases = {
+            "iter_messages (read every message)": lambda: read_all(src),
+            "export (default: redaction on)": lambda: ststrace.export(src, outs / f"{next(counter)}.jsonl"),
+            "export redact=False": lambda: ststrace.export(src, outs / f"{next(counter)}.jsonl", redact=False),
+            "export to Parquet": lambda: ststrace.export(src, outs / f"{next(counter)}.parquet"),
+        }
+        best = {name: (float("inf"), float("inf")) for name in cases}
+        for _ in range(args.repeat):
+            for name, run in cases.items():
+                cpu, start = time.process_time_ns(), time.perf_counter_ns()
+                run()
+                wall, used = time.perf_counter_ns() - start, time.process_time_ns() - cpu
+                best[name] = (min(best[name][0], wall), min(best[name][1], used))
+                for f in outs.iterdir():
+                    f.unlink()
+        base = best["iter_messages (read every message)"]
+        for name, (wall, used) in best.items():
+            r = ratio((wall, used), base)
+            print(f"{name:38s} {wall / 1e9:7.3f} s wall {used / 1e9:7.3f} s CPU  {size / 1e6 / (wall / 1e9):7.1f} MB/s  {r[0]:.2f}x / {r[1]:.2f}x")
+        target("export-throughput", "export (default) vs iter_messages over the same files", ratio(best["export (default: redaction on)"], base), 2.0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,477 @@
+"""Traces -> training rows (``ststrace export``, :func:`export`).
+
+One row per session, streamed: a file is read, its sessions turned into rows
+and written before the next file is opened, so memory stays that of the
+largest session whatever the number of files.
+
+``format="sft"`` (default) is TRL's conversational shape with tools::
+
+    {"messages": [{"role": "system" | "user", "content"},
+                  {"role": "assistant", "content", "reasoning_content"?,
+                   "tool_calls"?: [{"id", "type": "function",
+                                    "function": {"name", "arguments": {...}}}]},
+                  {"role": "tool", "tool_call_id", "name", "content"}],
+     "tools": [{"type": "function", "function": {"name", "description", "parameters"}}],
+     "session_id", "harness", "name", "models", "usage", "num_tool_calls",
+     "errors", "unanswered_tool_calls", "parent_session_id"}
+
+``arguments`` is an object, as chat templates and TRL want (STS keeps JSON
+text). ``format="messages"`` is the OpenAI fine-tuning shape: ``messages``
+(arguments as JSON text, no reasoning) and ``tools`` only.
+
+Inputs are what ``ststrace convert`` reads: STS traces, or any agent format it
+converts. Secrets are redacted exactly as ``convert`` redacts them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ._convert import ConvertError, convert_file, guard_trace, input_files, is_sts
+from ._encode import dumps
+from ._errors import TraceFormatError
+from ._guard import MessageGuard, make_guard
+from ._reader import Trace, read
+from ._redact import Redactor
+from ._tools import merge
+
+__all__ = ["FORMATS", "ExportResult", "export", "trace_row"]
+
+FORMATS = ("sft", "messages")
+#: Rows per Parquet row group: bounded memory, and groups big enough to compress.
+_PARQUET_BATCH = 256
+
+
+@dataclass
+class ExportResult:
+    """What :func:`export` wrote, left out and could not read."""
+
+    path: Path
+    #: Rows written (one per session).
+    rows: int = 0
+    files: int = 0
+    messages: int = 0
+    tool_calls: int = 0
+    #: Sessions left out, by reason (``errors``, ``min_tool_calls``, ``subagent``, ``empty``).
+    skipped: Counter[str] = field(default_factory=Counter)
+    #: What a row cannot hold, by kind (images a converter dropped, results without a call, ...).
+    dropped: Counter[str] = field(default_factory=Counter)
+    #: Secrets redacted, by kind (empty with ``redact=False``).
+    redactions: Counter[str] = field(default_factory=Counter)
+    #: One line per input that could not be read (the others were exported).
+    failed: list[str] = field(default_factory=list)
+
+
+# -- one trace -> one row ------------------------------------------------------------
+
+
+def _is_error(text: str) -> bool:
+    # The rule of convert --to pi and the viewer: a failed result starts with "Error".
+    return text[:5].lower() == "error"
+
+
+def _arguments(raw: Any, dropped: Counter[str]) -> Any:
+    """Arguments as an object (chat templates iterate them as a mapping)."""
+    if isinstance(raw, str):
+        try:
+            value = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            dropped["arguments that are not JSON (kept as {\"input\": text})"] += 1
+            return {"input": raw}
+    else:
+        value = raw
+    if isinstance(value, dict):
+        return value
+    dropped["arguments that are not a JSON object (kept as {\"input\": value})"] += 1
+    return {"input": value}
+
+
+def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = None) -> dict[str, Any]:
+    """The training row of *trace* (see the module docstring for the shapes).
+
+    *dropped* counts what the row cannot hold."""
+    lost: Counter[str] = dropped if dropped is not None else Counter()
+    sft = fmt == "sft"
+    out: list[dict[str, Any]] = []
+    names: dict[str, str] = {}
+    offered: list[Any] = []
+    answered: set[str] = set()
+    models: list[str] = []
+    usage: dict[str, Any] = {}
+    errors = 0
+    n_calls = 0
+    for m in trace.messages:
+        if "tools" in m:
+            offered.append(m["tools"])
+        role = m.get("role")
+        content = m.get("content")
+        text = content if isinstance(content, str) else ""
+        if role in ("system", "user"):
+            out.append({"role": role, "content": text})
+        elif role == "assistant":
+            msg: dict[str, Any] = {"role": "assistant", "content": text}
+            reasoning = m.get("reasoningContent")
+            if isinstance(reasoning, str) and reasoning:
+                if sft:
+                    msg["reasoning_content"] = reasoning
+                else:
+                    lost["reasoning (no field for it in the messages format)"] += 1
+            calls = []
+            for call in m.get("toolCalls") or ():
+                fn = call.get("function") if isinstance(call, dict) else None
+                cid = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(fn, dict) or not isinstance(cid, str):
+                    lost["malformed tool calls"] += 1
+                    continue
+                raw_name = fn.get("name")
+                name = raw_name if isinstance(raw_name, str) else "unknown"
+                names[cid] = name
+                raw = fn.get("arguments", "{}")
+                if sft:
+                    args: Any = _arguments(raw, lost)
+                else:
+                    args = raw if isinstance(raw, str) else dumps(raw).decode()
+                calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
+            if calls:
+                msg["tool_calls"] = calls
+                n_calls += len(calls)
+            model = m.get("model")
+            if isinstance(model, str) and model and model not in models:
+                models.append(model)
+            _add_usage(usage, m.get("usage"))
+            out.append(msg)
+        elif role == "tool":
+            cid = m.get("toolCallId")
+            if not isinstance(cid, str) or cid not in names or cid in answered:
+                lost["tool results without their call"] += 1
+                continue
+            answered.add(cid)
+            if _is_error(text):
+                errors += 1
+            result: dict[str, Any] = {"role": "tool", "tool_call_id": cid}
+            if sft:
+                result["name"] = names[cid]
+            result["content"] = text
+            out.append(result)
+    tools = merge(offered)
+    row: dict[str, Any] = {"messages": out, "tools": tools}
+    if not sft:
+        if not tools:
+            del row["tools"]
+        return row
+    header = trace.header
+    title = header.get("name")
+    parent = header.get("parentSessionId")
+    row.update(
+        session_id=trace.id,
+        harness=str(header.get("harness") or ""),
+        name=title if isinstance(title, str) else None,
+        models=models,
+        usage=usage,
+        num_tool_calls=n_calls,
+        errors=errors,
+        unanswered_tool_calls=len(names) - len(answered),
+        parent_session_id=parent if isinstance(parent, str) else None,
+    )
+    return row
+
+
+def _add_usage(totals: dict[str, Any], usage: Any) -> None:
+    if not isinstance(usage, dict):
+        return
+    for key, value in usage.items():
+        if key == "cost" and isinstance(value, dict):
+            total = value.get("total")
+            if isinstance(total, (int, float)) and not isinstance(total, bool):
+                totals["cost"] = totals.get("cost", 0.0) + float(total)
+        elif isinstance(value, int) and not isinstance(value, bool):
+            totals[key] = totals.get(key, 0) + value
+
+
+# -- inputs -----------------------------------------------------------------------------
+
+
+def _load(
+    path: Path, from_: str | None, redact: bool | Redactor, guard: MessageGuard | None
+) -> tuple[list[Trace], Counter[str], dict[str, int]]:
+    """(traces, dropped, redactions) of one input, read as ``convert`` reads it.
+
+    *guard* redacts STS traces: one for the whole export, so what repeats from
+    session to session (tool schemas, model names) is judged once."""
+    if from_ is None:
+        # Read as STS first: one open for the common case; a file that is not
+        # STS (another agent's format) is converted, one that is and is damaged reported.
+        try:
+            trace = read(path)
+        except TraceFormatError:
+            if is_sts(path, whole=False):
+                raise
+            trace = None
+    else:
+        trace = None
+    if trace is not None:
+        if guard is None:
+            return [trace], Counter(), {}
+        before = dict(guard.counts)
+        guard_trace(guard, trace)
+        return [trace], Counter(), {k: n - before.get(k, 0) for k, n in guard.counts.items() if n != before.get(k, 0)}
+    result = convert_file(path, from_, redact=redact)
+    return result.traces, result.dropped, result.redactions
+
+
+def _reason(path: Path, exc: Exception) -> str:
+    if isinstance(exc, ConvertError):
+        text = exc.cli_message()
+    elif isinstance(exc, TraceFormatError):
+        text = str(exc)
+    else:
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    text = " ".join(text.split())
+    return text if str(path) in text else f"{path}: {text}"
+
+
+def _rows(
+    files: Iterable[Path],
+    result: ExportResult,
+    fmt: str,
+    *,
+    errors: bool,
+    min_tool_calls: int,
+    include_subagents: bool,
+    from_: str | None,
+    redact: bool | Redactor,
+) -> Iterator[dict[str, Any]]:
+    guard = make_guard(redact)
+    for path in files:
+        try:
+            traces, dropped, redactions = _load(path, from_, redact, guard)
+        except (OSError, ValueError) as exc:  # ConvertError and TraceFormatError are ValueErrors
+            result.failed.append(_reason(path, exc))
+            continue
+        result.files += 1
+        result.dropped.update(dropped)
+        result.redactions.update(redactions)
+        for trace in traces:
+            if not include_subagents and isinstance(trace.header.get("parentSessionId"), str):
+                result.skipped["sub-agent sessions (--include-subagents keeps them)"] += 1
+                continue
+            lost: Counter[str] = Counter()
+            row = trace_row(trace, fmt, lost)
+            # The filters read the sft row's counts, whatever the format written.
+            counts = row if fmt == "sft" else trace_row(trace, "sft", Counter())
+            if not row["messages"]:
+                result.skipped["sessions without messages"] += 1
+                continue
+            if not errors and (counts["errors"] or counts["unanswered_tool_calls"]):
+                result.skipped["sessions with errors or unanswered calls"] += 1
+                continue
+            if counts["num_tool_calls"] < min_tool_calls:
+                result.skipped[f"sessions with fewer than {min_tool_calls} tool calls"] += 1
+                continue
+            result.dropped.update(lost)
+            result.rows += 1
+            result.messages += len(row["messages"])
+            result.tool_calls += counts["num_tool_calls"]
+            yield row
+
+
+# -- writers ----------------------------------------------------------------------------
+
+
+def _parquet_module() -> Any:
+    try:
+        import pyarrow  # type: ignore[import-untyped]
+        import pyarrow.parquet  # type: ignore[import-untyped]
+    except ImportError:
+        raise ImportError(
+            "writing Parquet needs pyarrow, which is not installed: pip install 'ststrace[datasets]' "
+            "(or write JSON Lines: -o OUT.jsonl)"
+        ) from None
+    return pyarrow
+
+
+#: Parquet columns in the ``datasets`` feature types they load as (free-form
+#: JSON where rows differ in shape: each tool call has its own arguments).
+_SFT_FEATURES: dict[str, Any] = {
+    "messages": {"feature": {"_type": "Json"}, "_type": "List"},
+    "tools": {"feature": {"_type": "Json"}, "_type": "List"},
+    "session_id": {"dtype": "string", "_type": "Value"},
+    "harness": {"dtype": "string", "_type": "Value"},
+    "name": {"dtype": "string", "_type": "Value"},
+    "models": {"feature": {"dtype": "string", "_type": "Value"}, "_type": "List"},
+    "usage": {"_type": "Json"},
+    "num_tool_calls": {"dtype": "int64", "_type": "Value"},
+    "errors": {"dtype": "int64", "_type": "Value"},
+    "unanswered_tool_calls": {"dtype": "int64", "_type": "Value"},
+    "parent_session_id": {"dtype": "string", "_type": "Value"},
+}
+
+
+class _ParquetSink:
+    """Row groups of :data:`_PARQUET_BATCH` rows; JSON columns as Arrow's ``arrow.json``
+    extension with the feature metadata ``datasets`` reads them back by."""
+
+    def __init__(self, path: Path, fmt: str) -> None:
+        pa = self.pa = _parquet_module()
+        self.columns = list(_SFT_FEATURES) if fmt == "sft" else ["messages", "tools"]
+        json_type = pa.json_(pa.string())
+        kinds = {"string": pa.string(), "int64": pa.int64()}
+        fields = []
+        for col in self.columns:
+            feature = _SFT_FEATURES[col]
+            if feature["_type"] == "Json":
+                kind = json_type
+            elif feature["_type"] == "List":
+                inner = feature["feature"]
+                kind = pa.list_(json_type if inner["_type"] == "Json" else kinds[inner["dtype"]])
+            else:
+                kind = kinds[feature["dtype"]]
+            fields.append(pa.field(col, kind))
+        features = {c: _SFT_FEATURES[c] for c in self.columns}
+        meta = {b"huggingface": orjson.dumps({"info": {"features": features}})}
+        self.schema = pa.schema(fields, metadata=meta)
+        self.writer = pa.parquet.ParquetWriter(str(path), self.schema)
+        self.batch: list[dict[str, Any]] = []
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.batch.append(row)
+        if len(self.batch) >= _PARQUET_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.batch:
+            return
+        pa = self.pa
+        json_type = pa.json_(pa.string())
+
+        def json_array(texts: list[str | None]) -> Any:
+            # pa.array() cannot build an extension array: build its storage and wrap it.
+            return pa.ExtensionArray.from_storage(json_type, pa.array(texts, type=pa.string()))
+
+        arrays = []
+        for col, f in zip(self.columns, self.schema):
+            values = [r.get(col) for r in self.batch]
+            feature = _SFT_FEATURES[col]
+            if feature["_type"] == "Json":
+                arrays.append(json_array([None if v is None else dumps(v).decode() for v in values]))
+            elif feature["_type"] == "List" and feature["feature"]["_type"] == "Json":
+                offsets = [0]
+                flat: list[str | None] = []
+                for v in values:
+                    flat.extend(dumps(x).decode() for x in v or ())
+                    offsets.append(len(flat))
+                arrays.append(pa.ListArray.from_arrays(pa.array(offsets, type=pa.int32()), json_array(flat)))
+            else:
+                arrays.append(pa.array(values, type=f.type))
+        self.writer.write_table(self.pa.Table.from_arrays(arrays, schema=self.schema))
+        self.batch.clear()
+
+    def close(self) -> None:
+        self.flush()
+        self.writer.close()
+
+
+class _JsonlSink:
+    def __init__(self, path: Path, fmt: str) -> None:
+        self.f = open(path, "wb")
+
+    def write(self, row: dict[str, Any]) -> None:
+        self.f.write(dumps(row) + b"\n")
+
+    def close(self) -> None:
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+
+
+def _move_new(tmp: Path, target: Path) -> None:
+    """Move *tmp* to *target*, which must not exist (a link fails if it appeared meanwhile)."""
+    try:
+        os.link(tmp, target)
+    except FileExistsError:
+        raise FileExistsError(f"{target} already exists; not overwritten (force=True / --force replaces it)") from None
+    except OSError:
+        # No hard links on this file system: the existence check and the move are two steps.
+        if os.path.lexists(target):
+            raise FileExistsError(f"{target} already exists; not overwritten") from None
+        os.replace(tmp, target)
+        return
+    os.unlink(tmp)
+
+
+def export(
+    inputs: str | os.PathLike[str] | Iterable[str | os.PathLike[str]],
+    out: str | os.PathLike[str],
+    *,
+    format: str = "sft",
+    errors: bool = True,
+    min_tool_calls: int = 0,
+    include_subagents: bool = False,
+    from_: str | None = None,
+    redact: bool | Redactor = True,
+    force: bool = False,
+) -> ExportResult:
+    """Write one training row per session of *inputs* (trace files, directories
+    of them, or any format ``convert`` reads) to *out*: JSON Lines, or Parquet
+    when *out* ends in ``.parquet`` (needs ``ststrace[datasets]``).
+
+    ``errors=False`` leaves out sessions with a failed tool result or an
+    unanswered call; *min_tool_calls* those with fewer calls; sub-agent
+    sessions are left out unless *include_subagents*. An existing *out* is
+    never replaced unless *force* (:class:`FileExistsError`). Inputs that
+    cannot be read are listed in :attr:`ExportResult.failed`, one line each;
+    the others are exported.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"unknown export format {format!r}; choose one of: {', '.join(FORMATS)}")
+    if isinstance(min_tool_calls, bool) or not isinstance(min_tool_calls, int) or min_tool_calls < 0:
+        raise ValueError(f"min_tool_calls must be a non-negative integer, got {min_tool_calls!r}")
+    if from_ is not None:
+        from ._convert import format_name
+
+        from_ = format_name(from_)
+    target = Path(out)
+    parquet = target.suffix == ".parquet"
+    if parquet:
+        _parquet_module()  # the missing extra is said before any work
+    if target.is_dir():
+        raise IsADirectoryError(f"{target} is a directory; give the output file (OUT.jsonl or OUT.parquet)")
+    if os.path.lexists(target) and not force:
+        raise FileExistsError(f"{target} already exists; not overwritten (force=True / --force replaces it)")
+    names = [inputs] if isinstance(inputs, (str, os.PathLike)) else list(inputs)
+    files, _ = input_files([os.fspath(n) for n in names])
+    # The output is never an input (a re-run over the same directory); paths are
+    # resolved only for files of its name.
+    files = [f for f in files if f.name != target.name or f.resolve() != target.resolve()]
+    if not files:
+        raise ValueError("no input files (the directories hold no *.jsonl)")
+    result = ExportResult(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # Written beside the target and moved into place at the end: a failed or
+    # interrupted export leaves the old output (or none), never half a file.
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    sink = _ParquetSink(tmp, format) if parquet else _JsonlSink(tmp, format)
+    try:
+        try:
+            for row in _rows(
+                files, result, format, errors=errors, min_tool_calls=min_tool_calls,
+                include_subagents=include_subagents, from_=from_, redact=redact,
+            ):
+                sink.write(row)
+        finally:
+            sink.close()
+        if force:
+            os.replace(tmp, target)
+        else:
+            _move_new(tmp, target)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return result
