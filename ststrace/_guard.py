@@ -43,7 +43,7 @@ import orjson
 from . import _ids
 from ._encode import dumps
 from ._env import getenv
-from ._errors import internal_error
+from ._errors import internal_error, logger
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
 from ._redact import MAX_SECRET_CHARS, Redactor, Span, _merge, apply, default_redactor, marker
 
@@ -62,8 +62,10 @@ _ROLES = frozenset({"user", "assistant", "system", "tool"})
 _NAMES_CACHED = 256
 _IDS_CACHED = 64
 _CACHED_CHARS = 256
-# Keys the digest of a redacted id: stable within the process, never written.
-_ID_KEY = os.urandom(16)
+# Keys the digest of a redacted id (see _id_key); loaded on first use.
+_ID_KEY: bytes | None = None
+_ID_KEY_LOCK = threading.Lock()
+_ID_KEY_BYTES = 32
 
 # "data:;base64," and the 16 base64 characters the placeholder pattern needs.
 _MIN_DATA_URL = 29
@@ -298,6 +300,12 @@ class MessageGuard:
         self._count(counts)
         return out if changed else header
 
+    def ident(self, text: str) -> str:
+        """A session or tool-call id as the file holds it (see :meth:`_ident`)."""
+        if self.redactor is None:
+            return text
+        return self._ident(text)
+
     def text(self, text: str) -> str:
         """One free-text field through media placeholders, redaction and the cap."""
         return self._field(text)
@@ -469,7 +477,7 @@ class MessageGuard:
             if new is text:
                 _remember(self._clean_ids, text, _IDS_CACHED)  # its result comes next
                 return text
-            digest = hmac.new(_ID_KEY, text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
+            digest = hmac.new(_id_key(), text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
             hit = (f"{new}~{digest[:12]}", counts)
             _remember(self._ids, text, _IDS_CACHED, hit)
         if hit[1]:
@@ -707,6 +715,76 @@ def _remember(cache: Any, text: str, limit: int, hit: tuple[str, dict[str, int]]
         cache.add(text)
     else:
         cache[text] = hit
+
+
+def key_file() -> str:
+    """Where the machine's id key lives: ``$STSTRACE_KEY_FILE``, else
+    ``$XDG_CACHE_HOME/ststrace/id-key`` (``~/.cache/ststrace/id-key``)."""
+    given = os.environ.get("STSTRACE_KEY_FILE")
+    if given:
+        return os.path.expanduser(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ststrace", "id-key")
+
+
+def _id_key() -> bytes:
+    """The key of redacted ids' digests: the same in every process of the user
+    on the machine (so a call recorded in one process pairs with its result
+    recorded after ``resume=True`` in another, and a worker's ``parent="<id>"``
+    links), never written into a trace. A random key in a private file, made by
+    the first process that needs it: a digest of a short secret (an 8-character
+    password in an id) cannot be brute-forced without it. If the file cannot be
+    read or made, a key for this process alone, with a warning."""
+    global _ID_KEY
+    key = _ID_KEY
+    if key is not None:
+        return key
+    with _ID_KEY_LOCK:
+        if _ID_KEY is None:
+            path = key_file()
+            try:
+                _ID_KEY = _load_or_make_key(path)
+            except (OSError, ValueError) as exc:
+                logger.warning(
+                    "ststrace: cannot read or create the id key %s (%s); redacted ids will not match "
+                    "those of other processes (set STSTRACE_KEY_FILE to a writable path)",
+                    path,
+                    exc,
+                )
+                _ID_KEY = os.urandom(_ID_KEY_BYTES)
+        return _ID_KEY
+
+
+def _load_or_make_key(path: str) -> bytes:
+    for _ in range(3):
+        try:
+            with open(path, "rb") as f:
+                key = f.read(4096)
+        except FileNotFoundError:
+            pass
+        else:
+            if len(key) < 16:
+                raise ValueError(f"{path} holds {len(key)} bytes, not a key")
+            return key
+        # Written whole under a temporary name, then linked into place: a
+        # process racing us reads a complete key or makes its own link fail.
+        directory = os.path.dirname(path) or "."
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(_ID_KEY_BYTES))
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                continue  # another process made it first: read theirs
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    raise ValueError(f"{path} keeps changing")
 
 
 def _own_id(text: str) -> bool:
