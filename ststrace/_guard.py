@@ -45,7 +45,17 @@ from ._encode import dumps
 from ._env import getenv
 from ._errors import internal_error, logger
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
-from ._redact import MAX_SECRET_CHARS, Redactor, Span, _merge, apply, default_redactor, marker
+from ._redact import (
+    MAX_SECRET_CHARS,
+    MIN_LITERAL,
+    Redactor,
+    Span,
+    _merge,
+    apply,
+    default_redactor,
+    is_secret_env_name,
+    marker,
+)
 
 FAILED = "[ststrace: field withheld: redaction failed]"
 
@@ -94,31 +104,24 @@ class MessageGuard:
         "_names",
         "_ids",
         "screen",
+        "_follows_env",
         "__weakref__",
     )
 
-    def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
+    def __init__(
+        self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000, *, follows_env: bool = False
+    ) -> None:
         if max_field_chars is not None and (isinstance(max_field_chars, bool) or not isinstance(max_field_chars, int)):
             raise ValueError(f"max_field_chars must be an int or None, got {max_field_chars!r}")
         if max_field_chars is not None and max_field_chars < 0:
             raise ValueError(f"max_field_chars must not be negative, got {max_field_chars}")
-        self.redactor = redactor
         self.max_field_chars = max_field_chars or None
         self._cap: int = max_field_chars or (1 << 62)
         self._media = self.max_field_chars is not None
-        # Fields shorter than this cannot hold a secret, a data URL or too many
-        # characters: most tool arguments and results skip the guard entirely.
-        short = self._cap + 1
-        if redactor is not None:
-            short = min(short, redactor.min_len)
-        if self._media:
-            short = min(short, _MIN_DATA_URL)
-        self._short = max(short, 1)
-        # screen(text) is False when the guard surely leaves a field (text or
-        # tool-call arguments) as it is: it fits, and holds no ";" of a data
-        # URL, none of the redactor's screen terms and no backslash (a JSON
-        # escape can hide a secret). Hot paths call it first.
-        self.screen = _screen(redactor, self._cap, self._media)
+        #: The shared default redactor, replaced when a secret-looking
+        #: environment variable is set later (see _watch_environ).
+        self._follows_env = follows_env and redactor is not None
+        self._use(redactor)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         # Reentrant: a signal handler may record while the main thread holds
@@ -132,6 +135,22 @@ class MessageGuard:
         self._clean_ids: set[str] = set()
         self._names: dict[str, tuple[str, dict[str, int]]] = {}
         self._ids: dict[str, tuple[str, dict[str, int]]] = {}
+
+    def _use(self, redactor: Redactor | None) -> None:
+        # Each attribute is replaced whole: a thread in the middle of a call
+        # keeps what it read (the old redactor for at most that one field).
+        short = self._cap + 1
+        if redactor is not None:
+            short = min(short, redactor.min_len)
+        if self._media:
+            short = min(short, _MIN_DATA_URL)
+        # screen(text) is False when the guard surely leaves a field (text or
+        # tool-call arguments) as it is: it fits, and holds no ";" of a data
+        # URL, none of the redactor's screen terms and no backslash (a JSON
+        # escape can hide a secret). Hot paths call it first.
+        self.screen = _screen(redactor, self._cap, self._media)
+        self._short = max(short, 1)
+        self.redactor = redactor
 
     # -- public ---------------------------------------------------------------------
 
@@ -881,7 +900,61 @@ def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000)
         raise ValueError(f"redact must be True, False or a Redactor, got {redact!r}")
     if redactor is None and not max_field_chars:
         return None
-    return MessageGuard(redactor, max_field_chars)
+    follows = redact is True and redactor is not None
+    if follows:
+        _watch_environ()
+    return MessageGuard(redactor, max_field_chars, follows_env=follows)
+
+
+# -- secrets exported after a session opened ------------------------------------------
+#
+# The default redactor knows the secret-looking environment variables as they
+# were when it was built. One set later (monkeypatch.setenv in a traced test,
+# load_dotenv() or a key fetched from a vault mid-run) must be redacted in what
+# is recorded after it appears, and the hot path must not look at the
+# environment per record: os.environ's __setitem__ (which setdefault, update,
+# load_dotenv and monkeypatch all go through) is wrapped once, and a set of a
+# secret-looking name rebuilds the default redactor and hands it to every
+# guard that follows it. os.putenv() alone does not change os.environ (nor what Python code reads).
+
+_environ_watched = False
+
+
+def _watch_environ() -> None:
+    global _environ_watched
+    if _environ_watched:
+        return
+    _environ_watched = True
+    cls = type(os.environ)
+    original = cls.__setitem__
+    if getattr(original, "_ststrace_wrapped", False):
+        return
+
+    def __setitem__(self: Any, key: Any, value: Any) -> None:
+        original(self, key, value)
+        try:
+            _environ_set(key, value)
+        except Exception as exc:  # never the caller's problem
+            internal_error(exc, "watching the environment for secrets")
+
+    __setitem__._ststrace_wrapped = True  # type: ignore[attr-defined]
+    __setitem__.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.__setitem__ = __setitem__  # type: ignore[method-assign]
+
+
+def _environ_set(key: Any, value: Any) -> None:
+    if isinstance(key, bytes):
+        key = os.fsdecode(key)
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)
+    if not isinstance(key, str) or not isinstance(value, str):
+        return
+    if len(value.strip()) < MIN_LITERAL or not is_secret_env_name(key):
+        return
+    redactor = default_redactor()
+    for guard in list(_guards):
+        if guard._follows_env and guard.redactor is not redactor:
+            guard._use(redactor)
 
 
 # Every guard, so the child of a fork gets fresh locks: a thread counting a

@@ -261,7 +261,7 @@ _GITHUB_PAT = _r(
     "github_token", r"github_pat_[A-Za-z0-9_]{22,255}(?![A-Za-z0-9_])", _v_mixed(11), skip=(r"[A-Za-z0-9_]*", 266)
 )
 _STRIPE = _r("stripe_key", r"[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,255}(?![A-Za-z0-9])", _v_mixed(8))
-_AWS = _r("aws_access_key", r"A(?:KIA|SIA|BIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _v_boundary)
+_AWS = _r("aws_access_key", r"A(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _v_boundary)
 _GOOGLE = _r("google_api_key", r"AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])")
 # If a JWT does not start at one "eyJ", it cannot start at a later one in the
 # same run of token characters (same run end, same requirements after it), so
@@ -398,7 +398,7 @@ _TITLES: dict[str, str] = {
     "hf_token": "Hugging Face tokens (`hf_`, `api_org_`)",
     "github_token": "GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`)",
     "stripe_key": "Stripe keys (`sk_live_`, `sk_test_`, `sk_prod_`, `rk_...`)",
-    "aws_access_key": "AWS access key ids (`AKIA`, `ASIA`, `ABIA`)",
+    "aws_access_key": "AWS access key ids (`AKIA`, `ASIA`)",
     "google_api_key": "Google API keys (`AIza`)",
     "jwt": "JSON Web Tokens (`eyJ...eyJ...`)",
     "bearer_token": "the token of `Bearer` / `Basic` / `Token` authorization (any case after `Authorization:`)",
@@ -629,9 +629,9 @@ _GROUPS: tuple[_Group, ...] = (
         _SCORE_ROWS,
     ),
     _Group(
-        ("K", "S", "z", "B"),
+        ("K", "S", "z"),
         re.compile(
-            r"A(?:(?=[KS]IA|BIA)(?P<aws>)|(?=Iza)(?P<google>)|(?<=ecretA)(?=ccessKey)(?P<awscamel>)"
+            r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>)|(?<=ecretA)(?=ccessKey)(?P<awscamel>)"
             r"|(?=ccountKey=)(?P<azure>)|(?=KCp)(?P<jfrog>)|(?=BSK)(?P<bedrock>)|(?=uthorization)(?P<auth>))"
         ),
         {

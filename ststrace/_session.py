@@ -214,8 +214,6 @@ class Session:
         #: The id as the header holds it (redacted like any id): what the file
         #: name and every message quoting the id use. Ids ststrace made hold nothing.
         self._shown_id: str = self.id if id is None or self._guard is None else self._guard.ident(id)
-        # The guard's screen, kept here for s.user(): one attribute fewer to fetch.
-        self._screen = None if self._guard is None else self._guard.screen
         self._writer: Writer | None = None
         self._append: Callable[[bytes], bool] | None = None  # the writer's append, once open
         self._tokens: list[Any] = []
@@ -631,10 +629,11 @@ class Session:
                 return
         msg = {"role": "user", "content": text, "timestamp": _time_ns() // 1_000_000}
         self._direct.append(msg)
-        screen = self._screen
-        if screen is not None and screen(text):
-            assert self._guard is not None
-            new = self._guard.text(text)
+        # The guard's screen is read from the guard each time: a secret set in
+        # the environment later replaces it (see _guard._watch_environ).
+        guard = self._guard
+        if guard is not None and guard.screen(text):
+            new = guard.text(text)
             if new is not text:
                 # _direct keeps the message as given: model inputs are matched against it.
                 msg = {"role": "user", "content": new, "timestamp": msg["timestamp"]}

@@ -94,7 +94,6 @@ BREADTH: list[tuple[str, str, str]] = [
     ("artifactory_key", "AKCp" + body(69), "X-JFrog-Art-Api: {}"),
     ("slack_webhook", body(24), "https://hooks.slack.com/services/T01AB2CD3EF/B04GH5IJ6KL/{}"),
     ("google_oauth_token", "ya29." + "a0" + _b64url(150) + "-x_", "access token: {}"),
-    ("aws_access_key", "ABIA" + body(16, string.ascii_uppercase + "234567"), "{}"),
     ("stripe_key", "sk_" + "prod_" + body(40), "{}"),
     ("bearer_token", base64.b64encode(b"admin:" + body(16).encode()).decode(), "Authorization: Basic {}"),
     ("bearer_token", body(40), "authorization: bearer {}"),

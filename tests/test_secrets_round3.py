@@ -193,3 +193,107 @@ def test_an_unusable_key_file_falls_back_with_a_warning(tmp_path: Path) -> None:
         env={"STSTRACE_KEY_FILE": str(blocker / "id-key")},
     )
     assert proc.stdout.strip() == "True" and "cannot read or create the id key" in proc.stderr
+
+
+# -- 2. a secret exported after the session opened -------------------------------------
+
+SECRET = "Zq8" + body(29)  # no token shape: only the environment says it is a secret
+
+
+def test_env_secret_set_after_open_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """monkeypatch.setenv inside a session: what is recorded after it is redacted."""
+    monkeypatch.delenv("SERVICE_API_KEY", raising=False)
+    with Session(tmp_path / "t.jsonl") as s:
+        s.user("before")
+        monkeypatch.setenv("SERVICE_API_KEY", SECRET)
+        s.user(f"the key is {SECRET}")
+        s.tool("call_1", SECRET)
+        s.assistant(tool_calls=[{"id": "c2", "name": "f", "arguments": {"k": SECRET}}])
+    text = (tmp_path / "t.jsonl").read_text()
+    assert SECRET not in text and text.count("[REDACTED:env]") == 3
+    assert s.stats()["redactions"] == {"env": 3}
+
+
+def test_env_secret_from_load_dotenv_is_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    dotenv = pytest.importorskip("dotenv")
+    monkeypatch.delenv("VAULT_TOKEN", raising=False)
+    env_file = tmp_path / ".env"
+    env_file.write_text(f"VAULT_TOKEN={SECRET}\n")
+    with Session(tmp_path / "t.jsonl") as s:
+        try:
+            dotenv.load_dotenv(env_file)
+            s.user(SECRET)
+        finally:
+            os.environ.pop("VAULT_TOKEN", None)
+    assert SECRET not in (tmp_path / "t.jsonl").read_text()
+
+
+def test_env_secret_set_later_reaches_every_session_on_the_default_redactor(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every session sharing the default redactor follows it; one with its own
+    Redactor (built with what the environment held then) keeps it."""
+    from ststrace import Redactor
+
+    monkeypatch.delenv("LATE_SECRET", raising=False)
+    own = Redactor()
+    with Session(tmp_path / "a.jsonl") as a, Session(tmp_path / "b.jsonl", redact=own) as b:
+        monkeypatch.setenv("LATE_SECRET", SECRET)
+        a.user(SECRET)
+        b.user(SECRET)
+    assert SECRET not in (tmp_path / "a.jsonl").read_text()
+    assert SECRET in (tmp_path / "b.jsonl").read_text()
+
+
+def test_env_secret_names_that_are_not_secret_change_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with Session(tmp_path / "t.jsonl") as s:
+        guard = s._guard
+        assert guard is not None
+        before = guard.redactor
+        monkeypatch.setenv("SOME_SETTING", SECRET)
+        monkeypatch.setenv("LATE_TOKEN", "short")
+        assert guard.redactor is before
+        s.user(SECRET)
+    assert SECRET in (tmp_path / "t.jsonl").read_text()
+
+
+def test_records_never_read_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hot path does not scan the environment per record: only a set does."""
+    from ststrace import _redact
+
+    calls = []
+    real = _redact.env_secrets
+    monkeypatch.setattr(_redact, "env_secrets", lambda *a: calls.append(1) or real(*a))
+    with Session(tmp_path / "t.jsonl") as s:
+        calls.clear()
+        for i in range(200):
+            s.user(f"message {i} with a_b-c")
+            s.tool("call_1", f"result {i}")
+    assert calls == []
+
+
+def test_env_secret_set_in_a_test_traced_by_the_pytest_plugin(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's case: monkeypatch.setenv inside a test the plugin records."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's ststrace in the subprocess
+    pytester.makepyfile(
+        test_late=f"""
+        import ststrace
+
+        @ststrace.tool
+        def read_key():
+            import os
+            return os.environ["SERVICE_API_KEY"]
+
+        def test_it(monkeypatch):
+            monkeypatch.setenv("SERVICE_API_KEY", "{SECRET}")
+            assert read_key() == "{SECRET}"
+        """
+    )
+    out = tmp_path / "out"
+    result = pytester.runpytest_subprocess(f"--ststrace={out}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    (trace,) = out.glob("*.jsonl")
+    text = trace.read_text()
+    assert SECRET not in text and "[REDACTED:env]" in text
