@@ -553,10 +553,21 @@ _BASIC = _r(
 # printed), and the other schemes people put there.
 _AUTH_HEADER = _r(
     "bearer_token",
-    r"""[Aa]uthorization["']?[ \t]*[:=][ \t]*["']?(?:[Bb]earer|BEARER|[Tt]oken|TOKEN|[Bb]asic|BASIC)(?:[ \t]|\\+t|%20)+(?P<secret>[A-Za-z0-9\-._~+/%]{8,}=*)""",
-    _v_bearer,
+    r"""[Aa]uthorization["']?[ \t]*[:=][ \t]*["']?(?:[Bb]earer|BEARER|[Tt]oken|TOKEN|[Bb]asic|BASIC)(?:[ \t]|\\+t|%20)+(?P<secret>[A-Za-z0-9\-._~+/%]{16,}=*)""",
+    lambda text, a, b: _v_auth_value(text, a, b),
     "secret",
 )
+
+
+def _v_auth_value(text: str, start: int, end: int) -> bool:
+    """A Basic value is base64 of ``user:password``; any other is a random token
+    (not ``ya29.google-oauth...``, ``base64_encoded_creds``)."""
+    token = text[start:end]
+    if "..." in token:
+        return False
+    if text[max(0, start - 12) : start].lower().rstrip(" \t%20\\").endswith("basic"):
+        return _basic_pair(token)
+    return _v_bearer(text, start, end)
 
 
 def _basic_pair(token: str) -> bool:
