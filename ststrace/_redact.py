@@ -144,17 +144,31 @@ def _v_bearer(text: str, start: int, end: int) -> bool:
     )
 
 
-@dataclass(frozen=True)
+# Compiling every pattern at import cost more than the rest of ``import
+# ststrace``: a group's anchor and rules are compiled when a text first holds
+# one of its gate characters (see _Group.compile).
+_NOT_YET: re.Pattern[str] = re.compile("(?!)")
+
+
+@dataclass
 class _Rule:
     kind: str
-    rx: re.Pattern[str]  # matched at a candidate start with rx.match(text, pos)
+    pattern: str
     validate: Callable[[str, int, int], bool] | None = None
     group: str | None = None  # only this group is the secret (the token after "Bearer")
     # When the pattern does not match at a candidate, later candidates in the
     # same run of token characters cannot either, unless they start within
     # the last N characters of the run (the longest match): those before are
     # skipped. This keeps adversarial text ("sk-sk-sk-...") linear.
+    skip_pattern: tuple[str, int] | None = None
+    rx: re.Pattern[str] = _NOT_YET  # matched at a candidate start with rx.match(text, pos)
     skip: tuple[re.Pattern[str], int] | None = None
+
+    def compile(self) -> None:
+        if self.rx is _NOT_YET:
+            if self.skip_pattern is not None:
+                self.skip = (re.compile(self.skip_pattern[0]), self.skip_pattern[1])
+            self.rx = re.compile(self.pattern)
 
 
 def _r(
@@ -164,7 +178,7 @@ def _r(
     group: str | None = None,
     skip: tuple[str, int] | None = None,
 ) -> _Rule:
-    return _Rule(kind, re.compile(pattern), validate, group, (re.compile(skip[0]), skip[1]) if skip else None)
+    return _Rule(kind, pattern, validate, group, skip)
 
 
 _TOK = r"[A-Za-z0-9_\-]"
@@ -589,24 +603,37 @@ def _v_hook(text: str, start: int, end: int) -> bool:
 _SLACK_HOOK = _r("slack_webhook", r"B[A-Z0-9]{8,12}/(?P<secret>[A-Za-z0-9]{20,40})(?![A-Za-z0-9])", _v_hook, "secret")
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Group:
     gate: tuple[str, ...]  # the group is skipped unless one of these is in the text
-    anchor: re.Pattern[str]
+    source: str  # the anchor's pattern
     # anchor group name -> (offset from anchor position back to the match start, rules)
     branches: Mapping[str, tuple[int, tuple[_Rule, ...]]]
     # The prefix rows behind the anchor group "row" (see _prefix_rules).
     rows: tuple[_Row, ...] = ()
+    anchor: re.Pattern[str] = _NOT_YET
+
+    def compile(self) -> re.Pattern[str]:
+        """The anchor, with the group's rules compiled first (two threads may
+        both compile; either result is the same)."""
+        if self.anchor is _NOT_YET:
+            for _, rules in self.branches.values():
+                for rule in rules:
+                    rule.compile()
+            for row in self.rows:
+                row[4].compile()
+            self.anchor = re.compile(self.source)
+        return self.anchor
 
 
 # The order breaks ties between shapes found at the same place: a JWT after
 # "Authorization: Bearer" is reported as a JWT.
 _GROUPS: tuple[_Group, ...] = (
-    _Group(("J",), re.compile(r"J(?<=eyJ)(?P<jwt>)"), {"jwt": (2, (_JWT,))}),
+    _Group(("J",), r"J(?<=eyJ)(?P<jwt>)", {"jwt": (2, (_JWT,))}),
     _Group(
         ("-",),
         # One lookbehind for both Slack prefixes: each alternative costs at every "-".
-        re.compile(
+        (
             # One test of the character before the "-" first: most "-" of
             # text and code (" - ", "->", "--", "2024-") fail it.
             r"-(?:(?=----BEGIN)(?P<pem>)|(?<=[" + _LETTERS_BEFORE_2["-"] + "][" + _LETTERS_BEFORE["-"] + r"]-)"
@@ -617,7 +644,7 @@ _GROUPS: tuple[_Group, ...] = (
     ),
     _Group(
         ("_",),
-        re.compile(
+        (
             # Every anchor's "_" follows one of these characters: most "_" of
             # code (load_config, KNOWN_KEYS) fail this one test.
             rf"_(?<=[{_LETTERS_BEFORE_2['_']}][{_LETTERS_BEFORE['_']}]_)"
@@ -641,7 +668,7 @@ _GROUPS: tuple[_Group, ...] = (
     ),
     _Group(
         ("K", "S", "z"),
-        re.compile(
+        (
             r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>)|(?<=ecretA)(?=ccessKey)(?P<awscamel>)"
             r"|(?=ccountKey=)(?P<azure>)|(?=KCp)(?P<jfrog>)|(?=BSK)(?P<bedrock>)|(?=uthorization)(?P<auth>))"
         ),
@@ -656,10 +683,10 @@ _GROUPS: tuple[_Group, ...] = (
         },
     ),
     # "authorization:" in lowercase (HTTP/2, httpx's header dicts): "z" is rare.
-    _Group(("z",), re.compile(r"z(?<=authoriz)(?=ation)(?P<authl>)"), {"authl": (7, (_AUTH_HEADER,))}),
+    _Group(("z",), r"z(?<=authoriz)(?=ation)(?P<authl>)", {"authl": (7, (_AUTH_HEADER,))}),
     _Group(
         ("B",),
-        re.compile(
+        (
             rf"B(?:(?:earer|EARER){_BEARER_SEP}(?P<bearer>)|(?=asic{_BEARER_SEP})(?P<basic>)"
             r"|(?<=[0-9A-Z]/B)(?=[A-Z0-9]{8,12}/)(?P<hook>))"
         ),
@@ -667,12 +694,12 @@ _GROUPS: tuple[_Group, ...] = (
     ),
     _Group(
         ("S",),
-        re.compile(r"S(?:(?=G\.)(?P<sendgrid>)|(?=K[0-9a-fA-F]{32})(?P<twilio>))"),
+        r"S(?:(?=G\.)(?P<sendgrid>)|(?=K[0-9a-fA-F]{32})(?P<twilio>))",
         {"sendgrid": (0, (_SENDGRID,)), "twilio": (0, (_TWILIO,))},
     ),
-    _Group(("9",), re.compile(r"9(?<=ya29)(?=\.)(?P<ya29>)"), {"ya29": (3, (_GOOGLE_OAUTH,))}),
+    _Group(("9",), r"9(?<=ya29)(?=\.)(?P<ya29>)", {"ya29": (3, (_GOOGLE_OAUTH,))}),
     # "@" first (a memchr); then "://" is looked for as a literal.
-    _Group(("@",), re.compile(r"://(?P<url>)"), {"url": (0, (_URL_PASSWORD,))}),
+    _Group(("@",), r"://(?P<url>)", {"url": (0, (_URL_PASSWORD,))}),
 )
 
 
@@ -700,8 +727,12 @@ def _leading_literal(rx: re.Pattern[str]) -> str | None:
     """The character every match of *rx* starts with, if its pattern says so
     plainly: a letter, digit, ``-`` or ``_`` first, no quantifier on it, no
     case folding, and no ``|`` outside parentheses (``a|b`` need not start with a)."""
-    p = rx.pattern
-    if not p or rx.flags & (re.IGNORECASE | re.VERBOSE) or not (p[0].isalnum() or p[0] in "-_"):
+    return _leading_char(rx.pattern, rx.flags)
+
+
+def _leading_char(p: str, flags: int) -> str | None:
+    """:func:`_leading_literal` of a pattern not compiled yet."""
+    if not p or flags & (re.IGNORECASE | re.VERBOSE) or not (p[0].isalnum() or p[0] in "-_"):
         return None
     if p[1:2] in ("?", "*", "+", "{"):
         return None
@@ -735,7 +766,7 @@ def _leading_literal(rx: re.Pattern[str]) -> str | None:
 def _screen_gates() -> tuple[str, ...]:
     terms: list[str] = []
     for grp in _GROUPS:
-        lead = _leading_literal(grp.anchor)
+        lead = _leading_char(grp.source, 0)
         terms.extend((lead,) if lead is not None else grp.gate)
     return tuple(dict.fromkeys(terms))
 
@@ -1123,7 +1154,10 @@ def _builtin_spans(text: str) -> list[Span]:
             continue
         done = 0  # candidates inside a span already found are skipped
         skip_until: dict[str, int] = {}  # per branch, after a failed candidate
-        for m in group.anchor.finditer(text):
+        anchor = group.anchor
+        if anchor is _NOT_YET:
+            anchor = group.compile()
+        for m in anchor.finditer(text):
             branch = m.lastgroup
             if branch is None:
                 continue
