@@ -926,6 +926,9 @@ def _watch_environ() -> None:
         return
     _environ_watched = True
     cls = type(os.environ)
+    # Only the standard mapping (a test may have swapped os.environ for a dict).
+    if not isinstance(os.environ, os._Environ):
+        return
     original = cls.__setitem__
     if getattr(original, "_ststrace_wrapped", False):
         return
