@@ -529,7 +529,8 @@ def _which_row(rows: tuple[_Row, ...], text: str, pos: int) -> _Row | None:
     """The row whose prefix has its anchor at *pos* of *text*."""
     for row in rows:
         behind, ahead, back = row[0], row[1], row[2]
-        if text.startswith(behind, pos - back) and text.startswith(ahead, pos + 1):
+        # (a negative start would count from the end of the text)
+        if pos >= back and text.startswith(behind, pos - back) and text.startswith(ahead, pos + 1):
             return row
     return None
 
