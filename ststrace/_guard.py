@@ -43,9 +43,19 @@ import orjson
 from . import _ids
 from ._encode import dumps
 from ._env import getenv
-from ._errors import internal_error
+from ._errors import internal_error, logger
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
-from ._redact import MAX_SECRET_CHARS, Redactor, Span, _merge, apply, default_redactor, marker
+from ._redact import (
+    MAX_SECRET_CHARS,
+    MIN_LITERAL,
+    Redactor,
+    Span,
+    _merge,
+    apply,
+    default_redactor,
+    is_secret_env_name,
+    marker,
+)
 
 FAILED = "[ststrace: field withheld: redaction failed]"
 
@@ -64,8 +74,10 @@ _EXTRAS_CACHED = 32
 _EXTRA_CACHED_BYTES = 1 << 20
 _IDS_CACHED = 64
 _CACHED_CHARS = 256
-# Keys the digest of a redacted id: stable within the process, never written.
-_ID_KEY = os.urandom(16)
+# Keys the digest of a redacted id (see _id_key); loaded on first use.
+_ID_KEY: bytes | None = None
+_ID_KEY_LOCK = threading.Lock()
+_ID_KEY_BYTES = 32
 
 # "data:;base64," and the 16 base64 characters the placeholder pattern needs.
 _MIN_DATA_URL = 29
@@ -95,31 +107,24 @@ class MessageGuard:
         "_ids",
         "_extras",
         "screen",
+        "_follows_env",
         "__weakref__",
     )
 
-    def __init__(self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000) -> None:
+    def __init__(
+        self, redactor: Redactor | None, max_field_chars: int | None = 1_000_000, *, follows_env: bool = False
+    ) -> None:
         if max_field_chars is not None and (isinstance(max_field_chars, bool) or not isinstance(max_field_chars, int)):
             raise ValueError(f"max_field_chars must be an int or None, got {max_field_chars!r}")
         if max_field_chars is not None and max_field_chars < 0:
             raise ValueError(f"max_field_chars must not be negative, got {max_field_chars}")
-        self.redactor = redactor
         self.max_field_chars = max_field_chars or None
         self._cap: int = max_field_chars or (1 << 62)
         self._media = self.max_field_chars is not None
-        # Fields shorter than this cannot hold a secret, a data URL or too many
-        # characters: most tool arguments and results skip the guard entirely.
-        short = self._cap + 1
-        if redactor is not None:
-            short = min(short, redactor.min_len)
-        if self._media:
-            short = min(short, _MIN_DATA_URL)
-        self._short = max(short, 1)
-        # screen(text) is False when the guard surely leaves a field (text or
-        # tool-call arguments) as it is: it fits, and holds no ";" of a data
-        # URL, none of the redactor's screen terms and no backslash (a JSON
-        # escape can hide a secret). Hot paths call it first.
-        self.screen = _screen(redactor, self._cap, self._media)
+        #: The shared default redactor, replaced when a secret-looking
+        #: environment variable is set later (see _watch_environ).
+        self._follows_env = follows_env and redactor is not None
+        self._use(redactor)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         # Reentrant: a signal handler may record while the main thread holds
@@ -136,6 +141,22 @@ class MessageGuard:
         # Extra fields seen before, by their JSON text: a trace's tool schemas
         # repeat, read back from every message that carries them.
         self._extras: dict[bytes, tuple[Any, dict[str, int]]] = {}
+
+    def _use(self, redactor: Redactor | None) -> None:
+        # Each attribute is replaced whole: a thread in the middle of a call
+        # keeps what it read (the old redactor for at most that one field).
+        short = self._cap + 1
+        if redactor is not None:
+            short = min(short, redactor.min_len)
+        if self._media:
+            short = min(short, _MIN_DATA_URL)
+        # screen(text) is False when the guard surely leaves a field (text or
+        # tool-call arguments) as it is: it fits, and holds no ";" of a data
+        # URL, none of the redactor's screen terms and no backslash (a JSON
+        # escape can hide a secret). Hot paths call it first.
+        self.screen = _screen(redactor, self._cap, self._media)
+        self._short = max(short, 1)
+        self.redactor = redactor
 
     # -- public ---------------------------------------------------------------------
 
@@ -322,6 +343,12 @@ class MessageGuard:
         self._count(counts)
         return out if changed else header
 
+    def ident(self, text: str) -> str:
+        """A session or tool-call id as the file holds it (see :meth:`_ident`)."""
+        if self.redactor is None:
+            return text
+        return self._ident(text)
+
     def text(self, text: str) -> str:
         """One free-text field through media placeholders, redaction and the cap."""
         return self._field(text)
@@ -493,7 +520,7 @@ class MessageGuard:
             if new is text:
                 _remember(self._clean_ids, text, _IDS_CACHED)  # its result comes next
                 return text
-            digest = hmac.new(_ID_KEY, text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
+            digest = hmac.new(_id_key(), text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
             hit = (f"{new}~{digest[:12]}", counts)
             _remember(self._ids, text, _IDS_CACHED, hit)
         if hit[1]:
@@ -733,6 +760,76 @@ def _remember(cache: Any, text: str, limit: int, hit: tuple[str, dict[str, int]]
         cache[text] = hit
 
 
+def key_file() -> str:
+    """Where the machine's id key lives: ``$STSTRACE_KEY_FILE``, else
+    ``$XDG_CACHE_HOME/ststrace/id-key`` (``~/.cache/ststrace/id-key``)."""
+    given = os.environ.get("STSTRACE_KEY_FILE")
+    if given:
+        return os.path.expanduser(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "ststrace", "id-key")
+
+
+def _id_key() -> bytes:
+    """The key of redacted ids' digests: the same in every process of the user
+    on the machine (so a call recorded in one process pairs with its result
+    recorded after ``resume=True`` in another, and a worker's ``parent="<id>"``
+    links), never written into a trace. A random key in a private file, made by
+    the first process that needs it: a digest of a short secret (an 8-character
+    password in an id) cannot be brute-forced without it. If the file cannot be
+    read or made, a key for this process alone, with a warning."""
+    global _ID_KEY
+    key = _ID_KEY
+    if key is not None:
+        return key
+    with _ID_KEY_LOCK:
+        if _ID_KEY is None:
+            path = key_file()
+            try:
+                _ID_KEY = _load_or_make_key(path)
+            except (OSError, ValueError) as exc:
+                logger.warning(
+                    "ststrace: cannot read or create the id key %s (%s); redacted ids will not match "
+                    "those of other processes (set STSTRACE_KEY_FILE to a writable path)",
+                    path,
+                    exc,
+                )
+                _ID_KEY = os.urandom(_ID_KEY_BYTES)
+        return _ID_KEY
+
+
+def _load_or_make_key(path: str) -> bytes:
+    for _ in range(3):
+        try:
+            with open(path, "rb") as f:
+                key = f.read(4096)
+        except FileNotFoundError:
+            pass
+        else:
+            if len(key) < 16:
+                raise ValueError(f"{path} holds {len(key)} bytes, not a key")
+            return key
+        # Written whole under a temporary name, then linked into place: a
+        # process racing us reads a complete key or makes its own link fail.
+        directory = os.path.dirname(path) or "."
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(os.urandom(_ID_KEY_BYTES))
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                continue  # another process made it first: read theirs
+        finally:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+    raise ValueError(f"{path} keeps changing")
+
+
 def _own_id(text: str) -> bool:
     """A tool-call id ststrace made (``call_<process prefix><counter>``): nothing to redact in it."""
     return text.startswith("call_") and text[5:17] == _ids._prefix and len(text) <= 40
@@ -827,7 +924,64 @@ def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000)
         raise ValueError(f"redact must be True, False or a Redactor, got {redact!r}")
     if redactor is None and not max_field_chars:
         return None
-    return MessageGuard(redactor, max_field_chars)
+    follows = redact is True and redactor is not None
+    if follows:
+        _watch_environ()
+    return MessageGuard(redactor, max_field_chars, follows_env=follows)
+
+
+# -- secrets exported after a session opened ------------------------------------------
+#
+# The default redactor knows the secret-looking environment variables as they
+# were when it was built. One set later (monkeypatch.setenv in a traced test,
+# load_dotenv() or a key fetched from a vault mid-run) must be redacted in what
+# is recorded after it appears, and the hot path must not look at the
+# environment per record: os.environ's __setitem__ (which setdefault, update,
+# load_dotenv and monkeypatch all go through) is wrapped once, and a set of a
+# secret-looking name rebuilds the default redactor and hands it to every
+# guard that follows it. os.putenv() alone does not change os.environ (nor what Python code reads).
+
+_environ_watched = False
+
+
+def _watch_environ() -> None:
+    global _environ_watched
+    if _environ_watched:
+        return
+    _environ_watched = True
+    cls = type(os.environ)
+    # Only the standard mapping (a test may have swapped os.environ for a dict).
+    if not isinstance(os.environ, os._Environ):
+        return
+    original = cls.__setitem__
+    if getattr(original, "_ststrace_wrapped", False):
+        return
+
+    def __setitem__(self: Any, key: Any, value: Any) -> None:
+        original(self, key, value)
+        try:
+            _environ_set(key, value)
+        except Exception as exc:  # never the caller's problem
+            internal_error(exc, "watching the environment for secrets")
+
+    __setitem__._ststrace_wrapped = True  # type: ignore[attr-defined]
+    __setitem__.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.__setitem__ = __setitem__  # type: ignore[method-assign]
+
+
+def _environ_set(key: Any, value: Any) -> None:
+    if isinstance(key, bytes):
+        key = os.fsdecode(key)
+    if isinstance(value, bytes):
+        value = os.fsdecode(value)
+    if not isinstance(key, str) or not isinstance(value, str):
+        return
+    if len(value.strip()) < MIN_LITERAL or not is_secret_env_name(key):
+        return
+    redactor = default_redactor()
+    for guard in list(_guards):
+        if guard._follows_env and guard.redactor is not redactor:
+            guard._use(redactor)
 
 
 # Every guard, so the child of a fork gets fresh locks: a thread counting a

@@ -9,6 +9,7 @@ import threading
 import time
 
 from ._errors import BadArgument
+from ._redact import default_redactor
 
 _ID_RE = re.compile(r"[A-Za-z0-9._-]{1,128}")
 
@@ -43,11 +44,25 @@ def new_session_id() -> str:
 def check_id(value: object) -> str:
     """Validate a user-given session id (it becomes a file name)."""
     if not isinstance(value, str) or not _ID_RE.fullmatch(value) or value in (".", ".."):
+        # The id may be a token pasted in the wrong place: never quoted raw.
+        shown = default_redactor().redact(repr(value))[0]
         raise BadArgument(
-            f"invalid session id {value!r}: use 1-128 characters from A-Z a-z 0-9 . _ - "
+            f"invalid session id {shown}: use 1-128 characters from A-Z a-z 0-9 . _ - "
             "(it becomes the file name)"
         )
     return value
+
+
+_BAD_FILE_CHARS = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+def file_stem(shown_id: str) -> str:
+    """The file name (without ``.jsonl``) of a session whose header holds *shown_id*:
+    the id itself, or a redacted id (``[REDACTED:github_token]~3f9a...``) made
+    file-safe, its digest keeping distinct ids apart."""
+    if _ID_RE.fullmatch(shown_id):
+        return shown_id
+    return _BAD_FILE_CHARS.sub("_", shown_id).strip("._") or "session"
 
 
 # A random per-process prefix plus a counter: unique across processes and

@@ -144,17 +144,31 @@ def _v_bearer(text: str, start: int, end: int) -> bool:
     )
 
 
-@dataclass(frozen=True)
+# Compiling every pattern at import cost more than the rest of ``import
+# ststrace``: a group's anchor and rules are compiled when a text first holds
+# one of its gate characters (see _Group.compile).
+_NOT_YET: re.Pattern[str] = re.compile("(?!)")
+
+
+@dataclass
 class _Rule:
     kind: str
-    rx: re.Pattern[str]  # matched at a candidate start with rx.match(text, pos)
+    pattern: str
     validate: Callable[[str, int, int], bool] | None = None
     group: str | None = None  # only this group is the secret (the token after "Bearer")
     # When the pattern does not match at a candidate, later candidates in the
     # same run of token characters cannot either, unless they start within
     # the last N characters of the run (the longest match): those before are
     # skipped. This keeps adversarial text ("sk-sk-sk-...") linear.
+    skip_pattern: tuple[str, int] | None = None
+    rx: re.Pattern[str] = _NOT_YET  # matched at a candidate start with rx.match(text, pos)
     skip: tuple[re.Pattern[str], int] | None = None
+
+    def compile(self) -> None:
+        if self.rx is _NOT_YET:
+            if self.skip_pattern is not None:
+                self.skip = (re.compile(self.skip_pattern[0]), self.skip_pattern[1])
+            self.rx = re.compile(self.pattern)
 
 
 def _r(
@@ -164,7 +178,7 @@ def _r(
     group: str | None = None,
     skip: tuple[str, int] | None = None,
 ) -> _Rule:
-    return _Rule(kind, re.compile(pattern), validate, group, (re.compile(skip[0]), skip[1]) if skip else None)
+    return _Rule(kind, pattern, validate, group, skip)
 
 
 _TOK = r"[A-Za-z0-9_\-]"
@@ -246,11 +260,12 @@ _ANTHROPIC = _r("anthropic_key", rf"sk-ant-{_TOK}{{20,500}}(?!{_TOK})", _v_anthr
 _OPENAI = _r("openai_key", rf"sk-{_TOK}{{20,500}}(?!{_TOK})", _v_openai, skip=(rf"{_TOK}*", 503))
 # xoxb/xoxp/... tokens, refresh tokens ("xoxe-1-...") and app-level tokens
 # ("xapp-1-..."); a rotating token ("xoxe.xoxp-1-...") is caught at its "xoxp-".
+# Browser-session tokens ("xoxc-...") and the "d" cookie ("xoxd-...", URL-encoded: "%2F").
 _SLACK = _r(
     "slack_token",
-    r"x(?:ox[abposre]|app)-[A-Za-z0-9\-]{10,300}(?![A-Za-z0-9\-])",
+    r"x(?:ox[abposrecd]|app)-[A-Za-z0-9\-%]{10,300}(?![A-Za-z0-9\-%])",
     _v_slack,
-    skip=(r"[A-Za-z0-9\-]*", 305),
+    skip=(r"[A-Za-z0-9\-%]*", 305),
 )
 # Matched by _match_pem (BEGIN to END across any separators), not by a regex.
 _PEM = _r("private_key", r"-----BEGIN")
@@ -259,7 +274,7 @@ _GITHUB = _r("github_token", r"gh[pousr]_[A-Za-z0-9]{36,255}(?![A-Za-z0-9])", _v
 _GITHUB_PAT = _r(
     "github_token", r"github_pat_[A-Za-z0-9_]{22,255}(?![A-Za-z0-9_])", _v_mixed(11), skip=(r"[A-Za-z0-9_]*", 266)
 )
-_STRIPE = _r("stripe_key", r"[sr]k_(?:live|test)_[A-Za-z0-9]{16,255}(?![A-Za-z0-9])", _v_mixed(8))
+_STRIPE = _r("stripe_key", r"[sr]k_(?:live|test|prod)_[A-Za-z0-9]{16,255}(?![A-Za-z0-9])", _v_mixed(8))
 _AWS = _r("aws_access_key", r"A(?:KIA|SIA)[A-Z0-9]{16}(?![A-Za-z0-9])", _v_boundary)
 _GOOGLE = _r("google_api_key", r"AIza[A-Za-z0-9_\-]{35}(?![A-Za-z0-9_\-])")
 # If a JWT does not start at one "eyJ", it cannot start at a later one in the
@@ -291,31 +306,356 @@ _URL_PASSWORD = _r(
 )
 
 
-@dataclass(frozen=True)
+
+# -- the prefix table: tokens that start with a literal their vendor chose ----------
+#
+# One row per token shape: (kind, the literal prefixes, the regex from the
+# start of the token, a validator). Most come from gitleaks' default rules
+# (config/gitleaks.toml; the rule ids are in _GITLEAKS). Each prefix holds a
+# "-" or a "_": a row joins the anchor of that character's group (one
+# lookbehind on the prefix, tried only where that character is), so the rows
+# cost no scan of their own. The body after the prefix must be random
+# (two character classes, not a kebab/snake-case phrase) and must not
+# continue a word: "my-npm_helper_for_tests" is not a token.
+
+
+def _v_token(skip: int, classes: int = 2) -> Callable[[str, int, int], bool]:
+    def check(text: str, start: int, end: int) -> bool:
+        body = text[start + skip : end]
+        return not _glued(text, start) and _classes(body) >= classes and not _wordy(body)
+
+    return check
+
+
+def _v_hex(skip: int) -> Callable[[str, int, int], bool]:
+    """A hex body: digits and letters both (a run of one digit or a word is no key)."""
+
+    def check(text: str, start: int, end: int) -> bool:
+        body = text[start + skip : end]
+        return not _glued(text, start) and any(c.isdigit() for c in body) and any(c.isalpha() for c in body)
+
+    return check
+
+
+_A = "A-Za-z0-9"
+_END = r"(?![A-Za-z0-9_\-])"
+# (kind, prefixes, regex, validator, gitleaks rule ids)
+_PREFIX_ROWS: tuple[tuple[str, tuple[str, ...], str, Callable[[str, int, int], bool] | None, str], ...] = (
+    # "-" prefixes
+    ("gitlab_token", ("glpat-", "gldt-", "glft-", "glrt-", "glptt-", "glimt-", "glsoat-", "gloas-", "glagent-", "glffct-", "glcbt-"),
+     rf"gl(?:pat|dt|ft|rt|ptt|imt|soat|oas|agent|ffct|cbt)-[{_A}_\-.]{{20,300}}{_END}", _v_token(5),
+     "gitlab-pat, gitlab-pat-routable, gitlab-deploy-token, gitlab-feed-token, gitlab-runner-authentication-token, "
+     "gitlab-ptt, gitlab-incoming-mail-token, gitlab-scim-token, gitlab-oauth-app-secret, "
+     "gitlab-kubernetes-agent-token, gitlab-feature-flag-client-token, gitlab-cicd-job-token"),
+    ("pypi_token", ("pypi-",), r"pypi-AgEIcHlwaS5vcmc[\w\-]{50,1000}(?![\w\-])", None, "pypi-upload-token"),
+    ("xai_key", ("xai-",), rf"xai-[{_A}]{{70,100}}(?![{_A}])", _v_token(4), "xAI (not in gitleaks)"),
+    ("perplexity_key", ("pplx-",), rf"pplx-[{_A}]{{48}}(?![{_A}])", _v_token(5), "perplexity-api-key"),
+    ("onepassword_key", ("A3-",), r"A3-[A-Z0-9]{6}-(?:[A-Z0-9]{11}|[A-Z0-9]{6}-[A-Z0-9]{5})-[A-Z0-9]{5}-[A-Z0-9]{5}-[A-Z0-9]{5}(?![A-Za-z0-9])",
+     _v_hex(3), "1password-secret-key"),
+    ("adobe_secret", ("p8e-",), rf"p8e-[{_A}]{{32}}(?![{_A}])", _v_token(4), "adobe-client-secret"),
+    ("age_secret_key", ("AGE-",), r"AGE-SECRET-KEY-1[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}", None, "age-secret-key"),
+    ("aws_bedrock_key", ("bedrock-",), r"bedrock-api-key-YmVkcm9jay5hbWF6b25hd3MuY29t[A-Za-z0-9+/=]{0,2000}", None,
+     "aws-amazon-bedrock-api-key-short-lived"),
+    ("cloudflare_origin_ca_key", ("v1.0-",), r"v1\.0-[a-f0-9]{24}-[a-f0-9]{146}(?![a-f0-9])", None, "cloudflare-origin-ca-key"),
+    ("frameio_token", ("fio-u-",), rf"fio-u-[{_A}\-_=]{{64}}(?![{_A}\-_=])", _v_token(6), "frameio-api-token"),
+    ("flutterwave_key", ("FLWSECK_TEST-", "FLWPUBK_TEST-"), r"FLW(?:SEC|PUB)K(?:_TEST)?-[a-hA-H0-9]{12,32}(?:-X)?(?![A-Za-z0-9])",
+     _v_hex(8), "flutterwave-secret-key, flutterwave-public-key, flutterwave-encryption-key"),
+    ("heroku_key", ("HRKU-",), rf"HRKU-AA[{_A}_\-]{{58}}(?![{_A}_\-])", _v_token(7), "heroku-api-key-v2"),
+    ("infracost_token", ("ico-",), rf"ico-[{_A}]{{32}}(?![{_A}])", _v_token(4), "infracost-api-token"),
+    ("postman_token", ("PMAK-",), r"PMAK-[a-fA-F0-9]{24}-[a-fA-F0-9]{34}(?![A-Za-z0-9])", _v_hex(5), "postman-api-token"),
+    ("pulumi_token", ("pul-",), r"pul-[a-f0-9]{40}(?![A-Za-z0-9])", _v_hex(4), "pulumi-api-token"),
+    ("scalingo_token", ("tk-us-",), r"tk-us-[\w\-]{48}(?![\w\-])", _v_token(6), "scalingo-api-token"),
+    ("sendinblue_key", ("xkeysib-",), r"xkeysib-[a-f0-9]{64}-[A-Za-z0-9]{16}(?![A-Za-z0-9])", _v_hex(8), "sendinblue-api-token"),
+    ("octopus_key", ("API-",), r"API-[A-Z0-9]{26}(?![A-Za-z0-9])", _v_hex(4), "octopus-deploy-api-key"),
+    ("square_token", ("sq0atp-", "sq0csp-"), r"sq0(?:atp|csp)-[\w\-]{22,60}(?![\w\-])", _v_token(7), "square-access-token, square-secret"),
+    # "_" prefixes
+    ("npm_token", ("npm_",), rf"npm_[{_A}]{{36}}(?![{_A}])", _v_token(4), "npm-access-token"),
+    ("stripe_webhook_secret", ("whsec_",), r"whsec_[A-Za-z0-9+/=]{24,100}(?![A-Za-z0-9+/=])", _v_token(6), "Stripe / Svix (not in gitleaks)"),
+    ("groq_key", ("gsk_",), rf"gsk_[{_A}]{{48,60}}(?![{_A}])", _v_token(4), "Groq (not in gitleaks)"),
+    ("replicate_token", ("r8_",), rf"r8_[{_A}]{{37}}(?![{_A}])", _v_token(3), "Replicate (not in gitleaks)"),
+    ("linear_key", ("lin_api_",), rf"lin_api_[{_A}]{{40}}(?![{_A}])", _v_token(8), "linear-api-key"),
+    ("hf_token", ("api_org_",), r"api_org_[A-Za-z]{34}(?![A-Za-z0-9])", _v_hf, "huggingface-organization-api-token"),
+    ("shopify_token", ("shpat_", "shpca_", "shppa_", "shpss_"), r"shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![A-Za-z0-9])", _v_hex(6),
+     "shopify-access-token, shopify-custom-access-token, shopify-private-app-access-token, shopify-shared-secret"),
+    ("digitalocean_token", ("dop_v1_", "doo_v1_", "dor_v1_"), r"do[por]_v1_[a-f0-9]{64}(?![A-Za-z0-9])", _v_hex(7),
+     "digitalocean-pat, digitalocean-access-token, digitalocean-refresh-token"),
+    ("prefect_token", ("pnu_",), rf"pnu_[{_A}]{{36}}(?![{_A}])", _v_token(4), "prefect-api-token"),
+    ("onepassword_token", ("ops_",), r"ops_eyJ[a-zA-Z0-9+/]{250,5000}={0,3}", None, "1password-service-account-token"),
+    ("clojars_token", ("CLOJARS_",), r"CLOJARS_[a-zA-Z0-9]{60}(?![A-Za-z0-9])", _v_token(8), "clojars-api-token"),
+    ("duffel_token", ("duffel_test_", "duffel_live_"), r"duffel_(?:test|live)_[\w\-=]{43}(?![\w\-=])", _v_token(12), "duffel-api-token"),
+    ("grafana_token", ("glc_", "glsa_"), r"gl(?:c_[A-Za-z0-9+/]{32,400}={0,3}|sa_[A-Za-z0-9]{32}_[A-Fa-f0-9]{8})(?![A-Za-z0-9+/=])", _v_token(4),
+     "grafana-cloud-api-token, grafana-service-account-token"),
+    ("notion_token", ("ntn_",), r"ntn_[0-9]{11}[A-Za-z0-9]{35}(?![A-Za-z0-9])", _v_token(4), "notion-api-token"),
+    ("planetscale_token", ("pscale_tkn_", "pscale_oauth_", "pscale_pw_"), r"pscale_(?:tkn|oauth|pw)_[\w=.\-]{32,64}(?![\w=.\-])", _v_token(10),
+     "planetscale-api-token, planetscale-oauth-token, planetscale-password"),
+    ("readme_token", ("rdme_",), r"rdme_[a-z0-9]{70}(?![A-Za-z0-9])", _v_hex(5), "readme-api-token"),
+    ("rubygems_token", ("rubygems_",), r"rubygems_[a-f0-9]{48}(?![A-Za-z0-9])", _v_hex(9), "rubygems-api-token"),
+    ("sentry_token", ("sntryu_", "sntrys_"), r"sntry(?:u_[a-f0-9]{64}|s_eyJ[a-zA-Z0-9+/=_]{30,1000})(?![A-Za-z0-9+/=_])", _v_token(7),
+     "sentry-user-token, sentry-org-token"),
+    ("settlemint_token", ("sm_aat_", "sm_pat_", "sm_sat_"), rf"sm_[aps]at_[{_A}]{{16}}(?![{_A}])", _v_token(7),
+     "settlemint-application-access-token, settlemint-personal-access-token, settlemint-service-access-token"),
+    ("shippo_token", ("shippo_live_", "shippo_test_"), r"shippo_(?:live|test)_[a-fA-F0-9]{40}(?![A-Za-z0-9])", _v_hex(12), "shippo-api-token"),
+    ("sourcegraph_token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}(?![A-Za-z0-9])", _v_hex(4), "sourcegraph-access-token"),
+    ("flyio_token", ("fo1_", "fm2_", "fm1a_", "fm1r_"), r"f(?:o1_[\w\-]{43}|m1[ar]_[a-zA-Z0-9+/]{100,}={0,3}|m2_[a-zA-Z0-9+/]{100,}={0,3})(?![\w+/=\-])",
+     _v_token(4), "flyio-access-token"),
+    ("url_token", ("access_token=", "api_key=", "auth_token=", "refresh_token=", "client_secret="),
+     # In a query string only ("?" or "&" before it): "api_key=api_key" is a keyword argument.
+     r"(?<=[?&;#])(?:access_token|api_key|auth_token|refresh_token|client_secret)=(?P<secret>[^\s&#\"'`<>\\]{8,2048})",
+     lambda text, a, b: _v_url_password(text, a, b) and _random(text[a:b]) and "..." not in text[a:b], "(query parameters)"),
+)
+
+_TITLES: dict[str, str] = {
+    "anthropic_key": "Anthropic API keys (`sk-ant-`)",
+    "openai_key": "OpenAI API keys (`sk-`, `sk-proj-`, `sk-svcacct-`, `sk-admin-`)",
+    "slack_token": "Slack tokens (`xoxb-`, `xoxp-`, `xoxa-`, `xoxo-`, `xoxs-`, `xoxr-`, `xoxe-`, `xoxc-`, `xoxd-`, `xapp-`)",
+    "private_key": "PEM private-key blocks (`-----BEGIN ... PRIVATE KEY-----`), whole or cut",
+    "hf_token": "Hugging Face tokens (`hf_`, `api_org_`)",
+    "github_token": "GitHub tokens (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`, `github_pat_`)",
+    "stripe_key": "Stripe keys (`sk_live_`, `sk_test_`, `sk_prod_`, `rk_...`)",
+    "aws_access_key": "AWS access key ids (`AKIA`, `ASIA`)",
+    "google_api_key": "Google API keys (`AIza`)",
+    "jwt": "JSON Web Tokens (`eyJ...eyJ...`)",
+    "bearer_token": "the token of `Bearer` / `Basic` / `Token` authorization (any case after `Authorization:`)",
+    "aws_secret_key": "AWS secret access keys next to their name",
+    "url_password": "the password of a URL (`scheme://user:password@host`)",
+    "gitlab_token": "GitLab tokens (`glpat-`, `gldt-`, `glrt-`, `glptt-`, ... every `gl*-` kind)",
+    "pypi_token": "PyPI upload tokens (`pypi-AgEIcHlwaS5vcmc`)",
+    "xai_key": "xAI API keys (`xai-`)",
+    "perplexity_key": "Perplexity API keys (`pplx-`)",
+    "onepassword_key": "1Password secret keys (`A3-`)",
+    "onepassword_token": "1Password service-account tokens (`ops_eyJ`)",
+    "adobe_secret": "Adobe client secrets (`p8e-`)",
+    "age_secret_key": "age secret keys (`AGE-SECRET-KEY-1`)",
+    "aws_bedrock_key": "Amazon Bedrock API keys (`bedrock-api-key-`, `ABSK`)",
+    "cloudflare_origin_ca_key": "Cloudflare Origin CA keys (`v1.0-`)",
+    "frameio_token": "Frame.io tokens (`fio-u-`)",
+    "flutterwave_key": "Flutterwave test keys (`FLWSECK_TEST-`, `FLWPUBK_TEST-`)",
+    "heroku_key": "Heroku API keys (`HRKU-AA`)",
+    "infracost_token": "Infracost tokens (`ico-`)",
+    "postman_token": "Postman API keys (`PMAK-`)",
+    "pulumi_token": "Pulumi tokens (`pul-`)",
+    "scalingo_token": "Scalingo tokens (`tk-us-`)",
+    "sendinblue_key": "Brevo (Sendinblue) keys (`xkeysib-`)",
+    "octopus_key": "Octopus Deploy keys (`API-`)",
+    "square_token": "Square tokens (`sq0atp-`, `sq0csp-`)",
+    "npm_token": "npm tokens (`npm_`)",
+    "stripe_webhook_secret": "Stripe / Svix webhook secrets (`whsec_`)",
+    "groq_key": "Groq API keys (`gsk_`)",
+    "replicate_token": "Replicate tokens (`r8_`)",
+    "linear_key": "Linear API keys (`lin_api_`)",
+    "shopify_token": "Shopify tokens (`shpat_`, `shpca_`, `shppa_`, `shpss_`)",
+    "digitalocean_token": "DigitalOcean tokens (`dop_v1_`, `doo_v1_`, `dor_v1_`)",
+    "prefect_token": "Prefect API keys (`pnu_`)",
+    "clojars_token": "Clojars tokens (`CLOJARS_`)",
+    "duffel_token": "Duffel tokens (`duffel_live_`, `duffel_test_`)",
+    "grafana_token": "Grafana tokens (`glc_`, `glsa_`)",
+    "notion_token": "Notion tokens (`ntn_`)",
+    "planetscale_token": "PlanetScale tokens and passwords (`pscale_tkn_`, `pscale_oauth_`, `pscale_pw_`)",
+    "readme_token": "ReadMe API keys (`rdme_`)",
+    "rubygems_token": "RubyGems API keys (`rubygems_`)",
+    "sentry_token": "Sentry tokens (`sntryu_`, `sntrys_`)",
+    "settlemint_token": "SettleMint tokens (`sm_aat_`, `sm_pat_`, `sm_sat_`)",
+    "shippo_token": "Shippo tokens (`shippo_live_`, `shippo_test_`)",
+    "sourcegraph_token": "Sourcegraph tokens (`sgp_`)",
+    "flyio_token": "Fly.io tokens (`fo1_`, `fm1a_`, `fm1r_`, `fm2_`)",
+    "gitlab_session": "GitLab session cookies (`_gitlab_session=`)",
+    "url_token": "credentials in URL query strings (`?access_token=`, `api_key=`, `auth_token=`, `refresh_token=`, `client_secret=`; an `id_token` is a JWT)",
+    "sendgrid_key": "SendGrid API keys (`SG.`)",
+    "twilio_key": "Twilio API keys (`SK` + 32 hex)",
+    "azure_storage_key": "Azure storage account keys (`AccountKey=`)",
+    "artifactory_key": "JFrog Artifactory API keys (`AKCp`)",
+    "slack_webhook": "Slack incoming-webhook URLs (`hooks.slack.com/services/...`)",
+    "google_oauth_token": "Google OAuth access tokens (`ya29.`)",
+}
+
+
+def _first_anchor(prefix: str) -> tuple[str, int]:
+    """The first "-" or "_" of *prefix* and its position."""
+    hits = [(prefix.find(c), c) for c in "-_" if c in prefix]
+    if not hits:
+        raise AssertionError(f"prefix {prefix!r} holds no '-' or '_'")
+    i, c = min(hits)
+    return c, i
+
+
+# A prefix row found at an anchor: (text before and at the anchor, text
+# after it, offset of the anchor in the prefix, branch name, rule).
+_Row = tuple[str, str, int, str, "_Rule"]
+
+
+def describe() -> list[tuple[str, str]]:
+    """``(kind, what it finds)`` for every built-in kind, sorted by what it
+    finds: the README's list of detected secrets is this table."""
+    return sorted(((kind, _TITLES[kind]) for kind in KINDS), key=lambda kt: kt[1].lower())
+
+
+def readme_list() -> str:
+    """The README's list of detected secrets (between its ``detectors`` markers)."""
+    return "".join(f"- {title}\n" for _, title in describe())
+
+
+def _prefix_rules(anchor: str) -> tuple[str, tuple[_Row, ...]]:
+    """The anchor-regex alternatives of the prefixes whose first "-" or "_" is
+    *anchor* (a lookbehind on the prefix up to it, a lookahead on the rest)
+    and the rows they stand for. The alternatives hold no group: the row
+    that matched is looked up in Python (only where one did). Each group in
+    a pattern costs ``re`` at every candidate, found or not."""
+    buckets: dict[str, list[str]] = {}
+    rows: list[_Row] = []
+    for n, (kind, prefixes, pattern, validate, _src) in enumerate(_PREFIX_ROWS):
+        rule = _r(kind, pattern, validate, "secret" if "(?P<secret>" in pattern else None)
+        for k, prefix in enumerate(prefixes):
+            c, back = _first_anchor(prefix)
+            if c != anchor:
+                continue
+            behind, ahead = prefix[: back + 1], prefix[back + 1 :]
+            alt = f"(?<={re.escape(behind)})" + (f"(?={re.escape(ahead)})" if ahead else "")
+            if back < 2:
+                # The anchor's first tests look at the two characters before it.
+                raise AssertionError(f"{prefix!r}: fewer than two characters before its {anchor!r}")
+            buckets.setdefault(behind[-2], []).append(alt)
+            rows.append((behind, ahead, back, f"p{n}_{k}", rule))
+    # Grouped by the character before the anchor: a candidate that passes
+    # the group's first tests meets one single-character test per bucket,
+    # not every prefix's lookbehind (about 10 ns each).
+    out: list[str] = []
+    for before, alts in buckets.items():
+        joined = "|".join(alts)
+        out.append(f"(?<={re.escape(before)}{re.escape(anchor)})(?:{joined})" if len(alts) > 1 else alts[0])
+    return "|".join(out), tuple(rows)
+
+
+def _which_row(rows: tuple[_Row, ...], text: str, pos: int) -> _Row | None:
+    """The row whose prefix has its anchor at *pos* of *text*."""
+    for row in rows:
+        behind, ahead, back = row[0], row[1], row[2]
+        # (a negative start would count from the end of the text)
+        if pos >= back and text.startswith(behind, pos - back) and text.startswith(ahead, pos + 1):
+            return row
+    return None
+
+
+def _before(anchor: str, back: int, extra: str) -> str:
+    """The characters found *back* places before *anchor* in the prefix rows
+    (plus *extra*, those of the hand-written branches): a cheap first test."""
+    chars = {p[i - back] for _, prefixes, *_ in _PREFIX_ROWS for p in prefixes for c, i in [_first_anchor(p)] if c == anchor and i >= back}
+    return "".join(re.escape(c) for c in sorted(chars | set(extra)))
+
+
+# The characters one and two places before the anchor in every prefix: two
+# class tests that most "-" and "_" of text and code fail ("top-level",
+# "utf-8", "safe_load", "KNOWN_KEYS"), before any prefix is tried.
+_LETTERS_BEFORE = {"-": _before("-", 1, "kpbosrecd"), "_": _before("_", 1, "fpousrbktT")}
+_LETTERS_BEFORE_2 = {"-": _before("-", 2, "sxp"), "_": _before("_", 2, "hguserEsrt")}
+_DASH_ALTS, _DASH_ROWS = _prefix_rules("-")
+_SCORE_ALTS, _SCORE_ROWS = _prefix_rules("_")
+
+# Token shapes of other anchors (see _GROUPS).
+_GITLAB_SESSION = _r("gitlab_session", r"_gitlab_session=(?P<secret>[0-9a-z]{32})(?![A-Za-z0-9])", None, "secret")
+_SENDGRID = _r("sendgrid_key", r"SG\.[\w\-]{22}\.[\w\-]{43}(?![\w\-])", _v_token(3))
+_TWILIO = _r("twilio_key", r"SK[0-9a-fA-F]{32}(?![A-Za-z0-9])", _v_hex(2))
+_AZURE = _r("azure_storage_key", r"AccountKey=(?P<secret>[A-Za-z0-9+/]{86}==)", None, "secret")
+_ARTIFACTORY = _r("artifactory_key", r"AKCp[A-Za-z0-9]{69}(?![A-Za-z0-9])", _v_mixed(4))
+_BEDROCK = _r("aws_bedrock_key", r"ABSK[A-Za-z0-9+/]{109,269}={0,2}(?![A-Za-z0-9+/=])", _v_mixed(4))
+_GOOGLE_OAUTH = _r("google_oauth_token", r"ya29\.[\w\-]{20,2048}(?![\w\-])", _v_token(5))
+_BASIC = _r(
+    "bearer_token",
+    rf"Basic{_BEARER_SEP}+(?P<secret>[A-Za-z0-9+/]{{8,}}={{0,2}})(?![A-Za-z0-9+/=])",
+    lambda text, a, b: _basic_pair(text[a:b]),
+    "secret",
+)
+# "authorization: bearer ..." in any case (an HTTP/2 header, a requests dict
+# printed), and the other schemes people put there.
+_AUTH_HEADER = _r(
+    "bearer_token",
+    r"""[Aa]uthorization["']?[ \t]*[:=][ \t]*["']?(?:[Bb]earer|BEARER|[Tt]oken|TOKEN|[Bb]asic|BASIC)(?:[ \t]|\\+t|%20)+(?P<secret>[A-Za-z0-9\-._~+/%]{16,}=*)""",
+    lambda text, a, b: _v_auth_value(text, a, b),
+    "secret",
+)
+
+
+def _v_auth_value(text: str, start: int, end: int) -> bool:
+    """A Basic value is base64 of ``user:password``; any other is a random token
+    (not ``ya29.google-oauth...``, ``base64_encoded_creds``)."""
+    token = text[start:end]
+    if "..." in token:
+        return False
+    if text[max(0, start - 12) : start].lower().rstrip(" \t%20\\").endswith("basic"):
+        return _basic_pair(token)
+    return _v_bearer(text, start, end)
+
+
+def _basic_pair(token: str) -> bool:
+    """Whether *token* is base64 of ``user:password`` (a word after "Basic" is not)."""
+    import base64
+    import binascii
+
+    try:
+        raw = base64.b64decode(token + "=" * (-len(token) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return False
+    return b":" in raw and all(32 <= c < 127 for c in raw)
+
+
+def _v_hook(text: str, start: int, end: int) -> bool:
+    return "hooks.slack.com/" in text[max(0, start - 80) : start] and _random(text[start:end])
+
+
+_SLACK_HOOK = _r("slack_webhook", r"B[A-Z0-9]{8,12}/(?P<secret>[A-Za-z0-9]{20,40})(?![A-Za-z0-9])", _v_hook, "secret")
+
+
+@dataclass
 class _Group:
     gate: tuple[str, ...]  # the group is skipped unless one of these is in the text
-    anchor: re.Pattern[str]
+    source: str  # the anchor's pattern
     # anchor group name -> (offset from anchor position back to the match start, rules)
     branches: Mapping[str, tuple[int, tuple[_Rule, ...]]]
+    # The prefix rows behind the anchor group "row" (see _prefix_rules).
+    rows: tuple[_Row, ...] = ()
+    anchor: re.Pattern[str] = _NOT_YET
+
+    def compile(self) -> re.Pattern[str]:
+        """The anchor, with the group's rules compiled first (two threads may
+        both compile; either result is the same)."""
+        if self.anchor is _NOT_YET:
+            for _, rules in self.branches.values():
+                for rule in rules:
+                    rule.compile()
+            for row in self.rows:
+                row[4].compile()
+            self.anchor = re.compile(self.source)
+        return self.anchor
 
 
+# The order breaks ties between shapes found at the same place: a JWT after
+# "Authorization: Bearer" is reported as a JWT.
 _GROUPS: tuple[_Group, ...] = (
+    _Group(("J",), r"J(?<=eyJ)(?P<jwt>)", {"jwt": (2, (_JWT,))}),
     _Group(
         ("-",),
         # One lookbehind for both Slack prefixes: each alternative costs at every "-".
-        re.compile(r"-(?:(?<=sk-)(?P<sk>)|(?<=x(?:ox[abposre]|app)-)(?P<xox>)|(?=----BEGIN)(?P<pem>))"),
+        (
+            # One test of the character before the "-" first: most "-" of
+            # text and code (" - ", "->", "--", "2024-") fail it.
+            r"-(?:(?=----BEGIN)(?P<pem>)|(?<=[" + _LETTERS_BEFORE_2["-"] + "][" + _LETTERS_BEFORE["-"] + r"]-)"
+            rf"(?:(?<=sk-)(?P<sk>)|(?<=x(?:ox[abposrecd]|app)-)(?P<xox>)|(?:{_DASH_ALTS})(?P<row>)))"
+        ),
         {"sk": (2, (_ANTHROPIC, _OPENAI)), "xox": (4, (_SLACK,)), "pem": (0, (_PEM,))},
+        _DASH_ROWS,
     ),
     _Group(
         ("_",),
-        re.compile(
-            # Every anchor's "_" follows one of these letters: most "_" of code
-            # (load_config, KNOWN_KEYS) fail this one test.
-            r"_(?<=[fpousrbktT]_)"
+        (
+            # Every anchor's "_" follows one of these characters: most "_" of
+            # code (load_config, KNOWN_KEYS) fail this one test.
+            rf"_(?<=[{_LETTERS_BEFORE_2['_']}][{_LETTERS_BEFORE['_']}]_)"
             r"(?:(?<=hf_)(?P<hf>)|(?<=gh[pousr]_)(?P<gh>)|(?<=github_)(?=pat_)(?P<pat>)"
-            r"|(?<=[sr]k_)(?=live_|test_)(?P<stripe>)"
+            r"|(?<=[sr]k_)(?=live_|test_|prod_)(?P<stripe>)"
             # The lookahead first: it fails at once on almost every "_".
-            r"|(?=[Aa](?:ccess_[Kk]ey|CCESS_KEY))(?<=[Ss]ecret_|SECRET_)(?P<awss>))"
+            r"|(?=[Aa](?:ccess_[Kk]ey|CCESS_KEY))(?<=[Ss]ecret_|SECRET_)(?P<awss>)"
+            rf"|(?:{_SCORE_ALTS})(?P<row>))"
+            # A prefix that starts with "_" has no character before it to test.
+            r"|_(?=gitlab_session=)(?P<glsession>)"
         ),
         {
             "hf": (2, (_HF,)),
@@ -323,19 +663,45 @@ _GROUPS: tuple[_Group, ...] = (
             "pat": (6, (_GITHUB_PAT,)),
             "stripe": (2, (_STRIPE,)),
             "awss": (6, (_AWS_SECRET,)),
+            "glsession": (0, (_GITLAB_SESSION,)),
         },
+        _SCORE_ROWS,
     ),
     _Group(
         ("K", "S", "z"),
-        re.compile(r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>)|(?<=ecretA)(?=ccessKey)(?P<awscamel>))"),
-        {"aws": (0, (_AWS,)), "google": (0, (_GOOGLE,)), "awscamel": (6, (_AWS_SECRET_CAMEL,))},
+        (
+            r"A(?:(?=[KS]IA)(?P<aws>)|(?=Iza)(?P<google>)|(?<=ecretA)(?=ccessKey)(?P<awscamel>)"
+            r"|(?=ccountKey=)(?P<azure>)|(?=KCp)(?P<jfrog>)|(?=BSK)(?P<bedrock>)|(?=uthorization)(?P<auth>))"
+        ),
+        {
+            "aws": (0, (_AWS,)),
+            "google": (0, (_GOOGLE,)),
+            "awscamel": (6, (_AWS_SECRET_CAMEL,)),
+            "azure": (0, (_AZURE,)),
+            "jfrog": (0, (_ARTIFACTORY,)),
+            "bedrock": (0, (_BEDROCK,)),
+            "auth": (0, (_AUTH_HEADER,)),
+        },
     ),
-    _Group(("J",), re.compile(r"J(?<=eyJ)(?P<jwt>)"), {"jwt": (2, (_JWT,))}),
-    _Group(("B",), re.compile(rf"B(?:earer|EARER){_BEARER_SEP}(?P<bearer>)"), {"bearer": (0, (_BEARER,))}),
+    # "authorization:" in lowercase (HTTP/2, httpx's header dicts): "z" is rare.
+    _Group(("z",), r"z(?<=authoriz)(?=ation)(?P<authl>)", {"authl": (7, (_AUTH_HEADER,))}),
+    _Group(
+        ("B",),
+        (
+            rf"B(?:(?:earer|EARER){_BEARER_SEP}(?P<bearer>)|(?=asic{_BEARER_SEP})(?P<basic>)"
+            r"|(?<=[0-9A-Z]/B)(?=[A-Z0-9]{8,12}/)(?P<hook>))"
+        ),
+        {"bearer": (0, (_BEARER,)), "basic": (0, (_BASIC,)), "hook": (0, (_SLACK_HOOK,))},
+    ),
+    _Group(
+        ("S",),
+        r"S(?:(?=G\.)(?P<sendgrid>)|(?=K[0-9a-fA-F]{32})(?P<twilio>))",
+        {"sendgrid": (0, (_SENDGRID,)), "twilio": (0, (_TWILIO,))},
+    ),
+    _Group(("9",), r"9(?<=ya29)(?=\.)(?P<ya29>)", {"ya29": (3, (_GOOGLE_OAUTH,))}),
     # "@" first (a memchr); then "://" is looked for as a literal.
-    _Group(("@",), re.compile(r"://(?P<url>)"), {"url": (0, (_URL_PASSWORD,))}),
+    _Group(("@",), r"://(?P<url>)", {"url": (0, (_URL_PASSWORD,))}),
 )
-
 
 
 def _any_gate(text: str) -> bool:
@@ -350,19 +716,24 @@ def _any_gate(text: str) -> bool:
         or "K" in text
         or "S" in text
         or "z" in text
+        or "9" in text
         or "@" in text
     )
 
 
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
-assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz@")
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@")
 
 def _leading_literal(rx: re.Pattern[str]) -> str | None:
     """The character every match of *rx* starts with, if its pattern says so
     plainly: a letter, digit, ``-`` or ``_`` first, no quantifier on it, no
     case folding, and no ``|`` outside parentheses (``a|b`` need not start with a)."""
-    p = rx.pattern
-    if not p or rx.flags & (re.IGNORECASE | re.VERBOSE) or not (p[0].isalnum() or p[0] in "-_"):
+    return _leading_char(rx.pattern, rx.flags)
+
+
+def _leading_char(p: str, flags: int) -> str | None:
+    """:func:`_leading_literal` of a pattern not compiled yet."""
+    if not p or flags & (re.IGNORECASE | re.VERBOSE) or not (p[0].isalnum() or p[0] in "-_"):
         return None
     if p[1:2] in ("?", "*", "+", "{"):
         return None
@@ -396,7 +767,7 @@ def _leading_literal(rx: re.Pattern[str]) -> str | None:
 def _screen_gates() -> tuple[str, ...]:
     terms: list[str] = []
     for grp in _GROUPS:
-        lead = _leading_literal(grp.anchor)
+        lead = _leading_char(grp.source, 0)
         terms.extend((lead,) if lead is not None else grp.gate)
     return tuple(dict.fromkeys(terms))
 
@@ -405,7 +776,10 @@ GATES: tuple[str, ...] = _screen_gates()
 
 #: Every built-in kind, for documentation and tests.
 KINDS: tuple[str, ...] = tuple(
-    dict.fromkeys(rule.kind for g in _GROUPS for _, rules in g.branches.values() for rule in rules)
+    dict.fromkeys(
+        [rule.kind for g in _GROUPS for _, rules in g.branches.values() for rule in rules]
+        + [row[4].kind for g in _GROUPS for row in g.rows]
+    )
 )
 
 # Shortest text any built-in shape can match ("xoxb-" + 10).
@@ -781,11 +1155,21 @@ def _builtin_spans(text: str) -> list[Span]:
             continue
         done = 0  # candidates inside a span already found are skipped
         skip_until: dict[str, int] = {}  # per branch, after a failed candidate
-        for m in group.anchor.finditer(text):
+        anchor = group.anchor
+        if anchor is _NOT_YET:
+            anchor = group.compile()
+        for m in anchor.finditer(text):
             branch = m.lastgroup
             if branch is None:
                 continue
-            back, rules = group.branches[branch]
+            rules: tuple[_Rule, ...]
+            if branch == "row":
+                row = _which_row(group.rows, text, m.start())
+                if row is None:
+                    continue
+                back, branch, rules = row[2], row[3], (row[4],)
+            else:
+                back, rules = group.branches[branch]
             start = m.start() - back
             if start < done or start < skip_until.get(branch, 0):
                 continue
@@ -817,3 +1201,4 @@ def _builtin_spans(text: str) -> list[Span]:
                 if skip_to > start:
                     skip_until[branch] = skip_to
     return spans
+

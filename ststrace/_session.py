@@ -23,7 +23,7 @@ from ._encode import content_text, dumps
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
-from ._ids import check_id, new_session_id, new_tool_call_id
+from ._ids import check_id, file_stem, new_session_id, new_tool_call_id
 from ._redact import Redactor
 from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_resume
 
@@ -222,8 +222,9 @@ class Session:
         if self.disabled:
             _note_disabled()
         self._guard = None if self.disabled else make_guard(redact, max_field_chars)
-        # The guard's screen, kept here for s.user(): one attribute fewer to fetch.
-        self._screen = None if self._guard is None else self._guard.screen
+        #: The id as the header holds it (redacted like any id): what the file
+        #: name and every message quoting the id use. Ids ststrace made hold nothing.
+        self._shown_id: str = self.id if id is None or self._guard is None else self._guard.ident(id)
         self._writer: Writer | None = None
         self._append: Callable[[bytes], bool] | None = None  # the writer's append, once open
         self._tokens: list[Any] = []
@@ -276,13 +277,13 @@ class Session:
         path = self._path_cache
         if path is None:
             p = Path(self._path_arg)
-            path = self._path_cache = p if not self._path_is_dir and p.suffix == ".jsonl" else p / f"{self.id}.jsonl"
+            path = self._path_cache = p if not self._path_is_dir and p.suffix == ".jsonl" else p / f"{file_stem(self._shown_id)}.jsonl"
         return path
 
     def _open_file(self) -> None:
         if self._writer is not None or self._closed:
             if self._closed:
-                raise RuntimeError(f"session {self.id} is closed; create a new Session to record again")
+                raise RuntimeError(f"session {self._shown_id} is closed; create a new Session to record again")
             return
         if self.disabled:
             return
@@ -370,11 +371,13 @@ class Session:
                 and isinstance(header.get("harness"), str)
             ):
                 raise BadArgument(f"{self._trace_path}:1: not an STS session header; cannot resume this file")
-            if self._given_id is not None and header["id"] != self._given_id:
+            # The header holds the id as redaction left it.
+            if self._given_id is not None and header["id"] != self._shown_id:
                 raise BadArgument(
-                    f"{self._trace_path}: session id is {header['id']!r}, not {self._given_id!r}; cannot resume"
+                    f"{self._trace_path}: session id is {self._guard.ident(header['id']) if self._guard is not None else header['id']!r}, "
+                    f"not {self._shown_id!r}; cannot resume"
                 )
-            self.id = header["id"]
+            self.id = self._shown_id = header["id"]
             if "name" in header and self.name is None and isinstance(header["name"], str):
                 self.name = header["name"]
             good_end = len(first) if first.endswith(b"\n") else 0
@@ -624,7 +627,7 @@ class Session:
                     logger.warning(
                         "ststrace: session %s is closed; a %s message was not recorded "
                         "(counted in stats()['lost']; said once per session)",
-                        self.id,
+                        self._shown_id,
                         msg.get("role"),
                     )
                 return
@@ -657,10 +660,11 @@ class Session:
                 return
         msg = {"role": "user", "content": text, "timestamp": _time_ns() // 1_000_000}
         self._direct.append(msg)
-        screen = self._screen
-        if screen is not None and screen(text):
-            assert self._guard is not None
-            new = self._guard.text(text)
+        # The guard's screen is read from the guard each time: a secret set in
+        # the environment later replaces it (see _guard._watch_environ).
+        guard = self._guard
+        if guard is not None and guard.screen(text):
+            new = guard.text(text)
             if new is not text:
                 # _direct keeps the message as given: model inputs are matched against it.
                 msg = {"role": "user", "content": new, "timestamp": msg["timestamp"]}
@@ -819,7 +823,7 @@ class Session:
             logger.warning(
                 "ststrace: session %s: a %s message was not recorded: building it raised %s "
                 "(counted in stats()['lost']%s)",
-                self.id,
+                self._shown_id,
                 role or "raw",
                 detail,
                 "; further ones are only counted" if self._dropped == _MAX_DROP_WARNINGS else "",
@@ -1017,7 +1021,7 @@ class Session:
             from ._reader import summary
 
             state += ": " + summary(trace.header, trace.messages).split(" ", 1)[1]
-        return f"<ststrace.Session id={self.id!r} path={str(self._trace_path)!r} {state}>"
+        return f"<ststrace.Session id={self._shown_id!r} path={str(self._trace_path)!r} {state}>"
 
     def _written(self) -> Any:
         """The closed session's file as a Trace, or None (nothing written,

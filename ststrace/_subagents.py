@@ -166,5 +166,4 @@ def new_child(parent: Session, name: str | None = None) -> Session:
     )
     # The very guard object: same redactor (also a user's own) and field cap.
     child._guard = parent._guard
-    child._screen = parent._screen  # the guard's screen, kept beside it for s.user()
     return child

@@ -7,6 +7,7 @@ program) fail the test here, so bugs cannot hide behind the safety net.
 from __future__ import annotations
 
 import os
+import tempfile
 from typing import Iterator
 
 # Before anything imports a client library: huggingface_hub phones home for
@@ -14,6 +15,11 @@ from typing import Iterator
 # address but 127.0.0.1 (the guard below enforces it).
 os.environ.setdefault("HF_HUB_DISABLE_TELEMETRY", "1")
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+# The machine key of redacted ids' digests lives under ~/.cache by default:
+# the suite (and the processes it starts, which inherit it) uses its own.
+os.environ.setdefault(
+    "STSTRACE_KEY_FILE", os.path.join(tempfile.mkdtemp(prefix="ststrace-tests-"), "id-key")
+)
 
 import pytest  # noqa: E402
 

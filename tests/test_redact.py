@@ -133,8 +133,9 @@ def test_negative_is_untouched(redactor: Redactor, text: str) -> None:
 
 
 def test_every_kind_has_a_positive() -> None:
-    """The table covers every built-in kind."""
-    assert {k for k, _, _ in POSITIVES} == set(KINDS)
+    """The table covers built-in kinds only (tests/test_redact_breadth.py checks
+    that this table and its own cover every one)."""
+    assert {k for k, _, _ in POSITIVES} <= set(KINDS)
 
 
 def test_many_secrets_in_one_text(redactor: Redactor) -> None:
