@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 from .._errors import TraceFormatError
 from .._reader import read_tree
+from .._tools import definitions
 from .._tree import branches
 from ._common import Builder, ConvertError, Converted, finish, str_or_none, to_ms, usage_counts
 
@@ -54,7 +55,7 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
 
 #: Message fields the builder writes again, and llama.app's tree bookkeeping.
 _KNOWN = frozenset(
-    {"role", "content", "reasoningContent", "toolCalls", "toolCallId", "model", "timestamp", "usage"}
+    {"role", "content", "reasoningContent", "toolCalls", "toolCallId", "model", "timestamp", "usage", "tools"}
     | {"id", "parent", "children", "convId", "type", "timings", "completionId", "extra", "thinking"}
 )
 
@@ -101,6 +102,14 @@ def _message(b: Builder, msg: Mapping[str, Any]) -> None:
         b.tool_result(str_or_none(msg.get("toolCallId")), content, timestamp=ts)
     else:
         b.dropped[f"message:{role}" if isinstance(role, str) else "message:unknown"] += 1
+        return
+    # The tool schemas offered from this message on (ststrace's extension of STS).
+    if "tools" in msg and b.messages:
+        tools = definitions(msg["tools"])
+        if tools:
+            b.messages[-1]["tools"] = tools
+        else:
+            b.dropped["field:tools"] += 1
 
 
 def _timings(raw: Any, b: Builder) -> dict[str, Any] | None:

@@ -212,6 +212,8 @@ def test_react_tool_error_and_a_decorated_tool(traced: None, fake_api: FakeAPI, 
     assert got[3]["toolCallId"] == "<1>"
     assert got[3]["content"].startswith("Execution error in get_weather:") and "weather service down" in got[3]["content"]
     assert got[4]["toolCalls"][0]["function"] == {"name": "get_time", "arguments": '{"tz":"Europe/Paris"}'}
+    # get_time is an @ststrace.tool: its schema enters the session with its first result.
+    assert [t["function"]["name"] for t in got[5].pop("tools")] == ["get_time"]
     assert got[5] == {"role": "tool", "content": "15:00", "toolCallId": "<2>"}
     assert got[8]["content"] == ANSWER
 
