@@ -381,3 +381,73 @@ def test_ollama_changed_tool_result_is_a_miss(patched_all: None, tmp_path: Path)
         ollama_t.RESULTS.update(results)
     assert len(api.requests) == 2
 
+
+
+# --------------------------------------------------------------------------- fake_llm under --ststrace-replay
+
+ENV_SUITE = '''
+import boto3
+import groq
+import ollama
+
+import ststrace
+
+
+def test_ollama(fake_llm):
+    ststrace.instrument("ollama")
+    try:
+        reply = ollama.Client(timeout=5).chat("llama3.2", [{"role": "user", "content": "hi ollama"}], stream=False)
+    finally:
+        ststrace.uninstrument()
+    assert reply.message.content == "Hello from the fake API."
+
+
+def test_groq(fake_llm):
+    ststrace.instrument("groq")
+    try:
+        client = groq.Groq(max_retries=0, timeout=5)
+        reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi groq"}])
+    finally:
+        ststrace.uninstrument()
+    assert reply.choices[0].message.content == "Hello from the fake API."
+
+
+def test_bedrock(fake_llm):
+    ststrace.instrument("bedrock")
+    try:
+        client = boto3.client("bedrock-runtime")
+        reply = client.converse(modelId="m", messages=[{"role": "user", "content": [{"text": "hi bedrock"}]}])
+    finally:
+        ststrace.uninstrument()
+    assert reply["output"]["message"]["content"][0]["text"] == "Hello from the fake API."
+'''
+
+
+def test_fake_llm_points_the_providers_variables_at_the_replay(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Recorded against a model the environment names, replayed with that model
+    gone: ``fake_llm`` sets OLLAMA_HOST, GROQ_BASE_URL and
+    AWS_ENDPOINT_URL_BEDROCK_RUNTIME (with dummy AWS credentials) to the replay."""
+    from ststrace.pytest_plugin import trace_file
+
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+    pytester.makepyfile(test_suite=ENV_SUITE)
+    out = tmp_path / "recorded"
+    monkeypatch.setenv("GROQ_API_KEY", "test")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "test")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "test")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    args = ("-p", "no:cacheprovider", "-p", "no:hypothesispytest")
+    with FakeAPI() as model:
+        monkeypatch.setenv("OLLAMA_HOST", model.ollama_base_url)
+        monkeypatch.setenv("GROQ_BASE_URL", model.url)
+        monkeypatch.setenv("AWS_ENDPOINT_URL_BEDROCK_RUNTIME", model.bedrock_base_url)
+        pytester.runpytest_inprocess(f"--ststrace-record={out}", *args).assert_outcomes(passed=3)
+    assert len(model.requests) == 3
+    bedrock = ststrace.read(out / trace_file("test_suite.py::test_bedrock")).messages
+    assert [m["content"] for m in bedrock] == ["hi bedrock", "Hello from the fake API."]
+    # The model is gone: only the replay can answer.
+    for var in ("OLLAMA_HOST", "GROQ_BASE_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"):
+        monkeypatch.setenv(var, "http://127.0.0.1:9")
+    pytester.runpytest_inprocess(f"--ststrace-replay={out}", *args).assert_outcomes(passed=3)
