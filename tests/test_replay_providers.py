@@ -471,3 +471,19 @@ def test_fake_llm_points_the_providers_variables_at_the_replay(
     for var in ("OLLAMA_HOST", "GROQ_BASE_URL", "AWS_ENDPOINT_URL_BEDROCK_RUNTIME"):
         monkeypatch.setenv(var, "http://127.0.0.1:9")
     pytester.runpytest_inprocess(f"--ststrace-replay={out}", *args).assert_outcomes(passed=3)
+
+
+def test_cohere_default_client_retries_a_miss_twice_then_fails(patched_all: None, tmp_path: Path) -> None:
+    """Cohere's client retries a 409 (ignoring ``x-should-retry``), but only its
+    ``max_retries`` (2) times, with a short backoff: the run still ends, and the
+    mismatch counts the retried requests."""
+    import cohere.core.api_error
+
+    first = record(tmp_path, cohere_loop, False)
+    with pytest.raises(ReplayMismatch, match=r"(?s)request 1 \(POST /v2/chat\).*\(2 more request\(s\) missed too\)"):
+        with replay(first) as api:
+            c = cohere.ClientV2(api_key="test", base_url=api.cohere_base_url, timeout=5.0)
+            with pytest.raises(cohere.core.api_error.ApiError) as error, localhost_only():
+                c.chat(model=MODEL, messages=_messages("What's the weather in Rome?"))
+            assert error.value.status_code == 409
+    assert len(api.requests) == 3

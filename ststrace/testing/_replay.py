@@ -18,6 +18,13 @@ earlier request was answered, so an agent that trims old history still
 replays. System messages are compared by presence, not position: the recorder
 writes each one once, where it starts to apply.
 
+Built in: Chat Completions (with Groq's and Mistral's dialects), Responses,
+Anthropic Messages, Gemini (API and Vertex), Ollama, Cohere v2 and Bedrock
+(Converse, converse-stream, invoke_model with an Anthropic body). Protocols
+without call ids (Ollama; Gemini without them) send calls with empty ids: the
+recorded ids were made by ststrace, so those calls match by name and arguments
+and their results by text.
+
 Protocols plug in through :class:`ReplayProtocol` and :func:`register_protocol`:
 the fake server's endpoint name, a function from a request body to the
 normalised conversation, and optionally one giving the server-side
