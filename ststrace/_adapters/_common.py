@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import random
+import re
 import sys
 from collections.abc import Mapping
 from types import GetSetDescriptorType
@@ -188,6 +189,15 @@ def new_call_id() -> str:
     # 96 random bits, as uuid4().hex[:24] gave, without its os.urandom system
     # call: Gemini replies need one per function call. The ids need not be secret.
     return f"call_{_ids.getrandbits(96):024x}"
+
+
+_GENERATED_CALL_ID = re.compile(r"call_[0-9a-f]{24}")
+
+
+def is_generated_call_id(value: Any) -> bool:
+    """Whether *value* looks like a :func:`new_call_id` id (one ststrace made for a
+    protocol without call ids, Ollama or Gemini, rather than one the provider sent)."""
+    return isinstance(value, str) and _GENERATED_CALL_ID.fullmatch(value) is not None
 
 
 def arguments_text(value: Any) -> str:

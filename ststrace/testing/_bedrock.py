@@ -100,7 +100,7 @@ def headers(n: int) -> dict[str, str]:
 
 
 def tool_use_id(call: Any) -> str:
-    return f"tooluse_{call.id_suffix}"
+    return call.id or f"tooluse_{call.id_suffix}"
 
 
 def _signature(text: str) -> str:
@@ -109,11 +109,21 @@ def _signature(text: str) -> str:
 
 def _reasoning(body: dict[str, Any], reply: Any) -> str | None:
     fields = body.get("additionalModelRequestFields")
-    wanted = isinstance(fields, dict) and ("thinking" in fields or "reasoning_config" in fields)
+    wanted = reply.recorded or (isinstance(fields, dict) and ("thinking" in fields or "reasoning_config" in fields))
     return reply.reasoning if wanted and reply.reasoning else None
 
 
 def _usage(api: Any, body: dict[str, Any], reply: Any) -> dict[str, Any]:
+    if reply.recorded:
+        # Converse always reports usage: zeros when the trace has none.
+        u = reply.usage or {}
+        read, write = u.get("cacheRead", 0), u.get("cacheWrite", 0)
+        recorded = {"inputTokens": u.get("input", 0), "outputTokens": u.get("output", 0)}
+        recorded["totalTokens"] = recorded["inputTokens"] + recorded["outputTokens"] + read + write
+        if read or write:
+            recorded["cacheReadInputTokens"] = read
+            recorded["cacheWriteInputTokens"] = write
+        return recorded
     inputs = tokens(dumps(body.get("messages") or ""))
     output = completion_tokens(reply)
     total = inputs + output + api.cached_tokens + api.cache_write_tokens
@@ -139,7 +149,7 @@ def _blocks(body: dict[str, Any], reply: Any) -> list[dict[str, Any]]:
 def _anthropic_body(body: dict[str, Any], reply: Any, path: str) -> tuple[dict[str, Any], Any]:
     """The Anthropic request as the native builders take it: the model is in
     the path, and reasoning only when the body asks for thinking."""
-    if body.get("thinking") is None and reply.reasoning is not None:
+    if body.get("thinking") is None and reply.reasoning is not None and not reply.recorded:
         reply = dataclasses.replace(reply, reasoning=None)
     return {**body, "model": model_id(path)}, reply
 

@@ -61,13 +61,43 @@ def headers(n: int) -> dict[str, str]:
     return {"x-request-id": f"req_fake{n:04d}"}
 
 
-def _thinking(body: dict[str, Any], reply: Any) -> str | None:
+def _enabled(body: dict[str, Any]) -> bool:
     thinking = body.get("thinking")
-    enabled = isinstance(thinking, dict) and thinking.get("type") == "enabled"
-    return reply.reasoning if enabled and reply.reasoning else None
+    return isinstance(thinking, dict) and thinking.get("type") == "enabled"
+
+
+def _thinking(body: dict[str, Any], reply: Any) -> str | None:
+    if reply.recorded and reply.tool_calls and not _enabled(body):
+        return None  # sent as the tool plan (see _plan)
+    return reply.reasoning if (reply.recorded or _enabled(body)) and reply.reasoning else None
+
+
+def _plan(body: dict[str, Any], reply: Any) -> str | None:
+    """The ``tool_plan``: a recorded reply's reasoning (the recorder reads the plan
+    as reasoning), else the text said alongside the calls."""
+    if not reply.tool_calls:
+        return None
+    if reply.recorded:
+        return reply.reasoning or None if not _enabled(body) else None
+    return reply.text or None
+
+
+def _text(reply: Any) -> str | None:
+    # A recorded reply keeps text said beside its calls as content.
+    return reply.text or None if reply.recorded or not reply.tool_calls else None
+
+
+def _reports_usage(api: Any, reply: Any) -> bool:
+    return reply.usage is not None if reply.recorded else bool(api.usage)
 
 
 def _usage(api: Any, body: dict[str, Any], reply: Any) -> dict[str, Any]:
+    if reply.recorded:
+        u = reply.usage or {}
+        # Cohere counts cached tokens inside the input.
+        inputs = u.get("input", 0) + u.get("cacheRead", 0) + u.get("cacheWrite", 0)
+        counts = {"input_tokens": inputs, "output_tokens": u.get("output", 0)}
+        return {"billed_units": counts, "tokens": dict(counts), "cached_tokens": u.get("cacheRead", 0)}
     prompt = tokens(dumps(body.get("messages") or ""))
     output = completion_tokens(reply)
     # The model also reads its own prompt template: more tokens than are billed.
@@ -92,16 +122,17 @@ def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, na
     thinking = _thinking(body, reply)
     if thinking:
         content.append({"type": "thinking", "thinking": thinking})
+    text, plan = _text(reply), _plan(body, reply)
+    if text:
+        content.append({"type": "text", "text": text})
     if reply.tool_calls:
-        if reply.text:
-            message["tool_plan"] = reply.text
+        if plan:
+            message["tool_plan"] = plan
         message["tool_calls"] = [_call(c, c.arguments_json) for c in reply.tool_calls]
-    elif reply.text:
-        content.append({"type": "text", "text": reply.text})
     if content:
         message["content"] = content
     out: dict[str, Any] = {"id": f"cohere-fake{n:04d}", "finish_reason": _finish(reply), "message": message}
-    if api.usage:
+    if _reports_usage(api, reply):
         out["usage"] = _usage(api, body, reply)
     return out
 
@@ -119,8 +150,9 @@ def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, 
     index = 0
     thinking = _thinking(body, reply)
     blocks: list[tuple[str, str]] = [("thinking", thinking)] if thinking else []
-    if reply.text and not reply.tool_calls:
-        blocks.append(("text", reply.text))
+    text = _text(reply)
+    if text:
+        blocks.append(("text", text))
     for kind, text in blocks:
         yield _event("content-start", index=index, delta={"message": {"content": {"type": kind, kind: ""}}})
         for piece in pieces(text, api.chunk_size):
@@ -128,7 +160,7 @@ def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, 
         yield _event("content-end", index=index)
         index += 1
     if reply.tool_calls:
-        for piece in pieces(reply.text or "", api.chunk_size):
+        for piece in pieces(_plan(body, reply) or "", api.chunk_size):
             yield _event("tool-plan-delta", delta={"message": {"tool_plan": piece}})
         for i, c in enumerate(reply.tool_calls):
             yield _event("tool-call-start", index=i, delta={"message": {"tool_calls": _call(c, "")}})
@@ -138,6 +170,6 @@ def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, 
                 )
             yield _event("tool-call-end", index=i)
     end: dict[str, Any] = {"finish_reason": _finish(reply)}
-    if api.usage:
+    if _reports_usage(api, reply):
         end["usage"] = _usage(api, body, reply)
     yield _event("message-end", delta=end)

@@ -41,6 +41,12 @@ class _Call(Protocol):
     @property
     def arguments_json(self) -> str: ...
 
+    @property
+    def id(self) -> str | None: ...
+
+    @property
+    def generated_id(self) -> bool: ...
+
 
 class _Reply(Protocol):
     @property
@@ -51,6 +57,15 @@ class _Reply(Protocol):
 
     @property
     def tool_calls(self) -> Sequence[_Call]: ...
+
+    @property
+    def recorded(self) -> bool: ...
+
+    @property
+    def usage(self) -> dict[str, int] | None: ...
+
+    @property
+    def model(self) -> str | None: ...
 
 
 class _Api(Protocol):
@@ -130,14 +145,15 @@ def _signature(text: str) -> str:
 
 def _call_part(api: _Api, call: _Call) -> dict[str, Any]:
     function: dict[str, Any] = {"name": call.name, "args": dict(call.arguments)}
-    if api.gemini_call_ids:
+    # A recorded call keeps its id, unless ststrace made it (the API sent none).
+    if api.gemini_call_ids or (call.id is not None and not call.generated_id):
         function["id"] = call.call_id
     return {"functionCall": function}
 
 
 def _parts(api: _Api, body: dict[str, Any], reply: _Reply) -> list[dict[str, Any]]:
     parts: list[dict[str, Any]] = []
-    if reply.reasoning is not None and _thoughts_asked(body):
+    if reply.reasoning is not None and (reply.recorded or _thoughts_asked(body)):
         parts.append({"text": reply.reasoning, "thought": True})
     if reply.text is not None:
         parts.append({"text": reply.text})
@@ -146,6 +162,19 @@ def _parts(api: _Api, body: dict[str, Any], reply: _Reply) -> list[dict[str, Any
         # Thinking models sign their turn: the first part carries the signature.
         parts[0] = {**parts[0], "thoughtSignature": _signature(reply.reasoning)}
     return parts
+
+
+def _recorded_usage(u: dict[str, int]) -> dict[str, Any]:
+    prompt = u.get("input", 0) + u.get("cacheRead", 0) + u.get("cacheWrite", 0)
+    thoughts = u.get("reasoning")
+    usage: dict[str, Any] = {"promptTokenCount": prompt, "candidatesTokenCount": u.get("output", 0) - (thoughts or 0)}
+    if u.get("cacheRead"):
+        usage["cachedContentTokenCount"] = u["cacheRead"]
+    if thoughts is not None:
+        usage["thoughtsTokenCount"] = thoughts
+    usage["totalTokenCount"] = prompt + u.get("output", 0)
+    usage["promptTokensDetails"] = [{"modality": "TEXT", "tokenCount": prompt}]
+    return usage
 
 
 def _usage(api: _Api, body: dict[str, Any], reply: _Reply) -> dict[str, Any]:
@@ -173,9 +202,12 @@ def _response(
         candidate["finishReason"] = "STOP"
     candidate["index"] = 0
     out: dict[str, Any] = {"candidates": [candidate]}
-    if last and api.usage:
+    if last and reply.recorded:
+        if reply.usage is not None:
+            out["usageMetadata"] = _recorded_usage(reply.usage)
+    elif last and api.usage:
         out["usageMetadata"] = _usage(api, body, reply)
-    out["modelVersion"] = _model(path)
+    out["modelVersion"] = reply.model or _model(path)
     if _vertex(path):
         out["createTime"] = CREATE_TIME
     out["responseId"] = f"fake-gemini-{n:04d}"

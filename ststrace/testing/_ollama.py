@@ -47,7 +47,13 @@ def headers(n: int) -> dict[str, str]:
 
 
 def _thinking(body: dict[str, Any], reply: Any) -> str | None:
-    return reply.reasoning if body.get("think") not in (None, False) and reply.reasoning else None
+    # A recorded reply's thinking is sent as recorded (the run asked for it).
+    asked = reply.recorded or body.get("think") not in (None, False)
+    return reply.reasoning if asked and reply.reasoning else None
+
+
+def _model(body: dict[str, Any], reply: Any) -> str:
+    return str(reply.model or body.get("model") or "")
 
 
 def _tool_calls(reply: Any) -> list[dict[str, Any]]:
@@ -63,7 +69,13 @@ def _final(api: Any, body: dict[str, Any], reply: Any) -> dict[str, Any]:
         "prompt_eval_duration": 1_000,
         "eval_duration": 1_000,
     }
-    if api.usage:
+    if reply.recorded:
+        if reply.usage is not None:
+            # Ollama has no prompt cache: every prompt token is evaluated.
+            u = reply.usage
+            final["prompt_eval_count"] = u.get("input", 0) + u.get("cacheRead", 0) + u.get("cacheWrite", 0)
+            final["eval_count"] = u.get("output", 0)
+    elif api.usage:
         final["prompt_eval_count"] = tokens(dumps(body.get("messages") or ""))
         final["eval_count"] = completion_tokens(reply)
     return final
@@ -76,11 +88,11 @@ def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, na
         message["thinking"] = thinking
     if reply.tool_calls:
         message["tool_calls"] = _tool_calls(reply)
-    return {"model": str(body.get("model") or ""), "created_at": CREATED_ISO, "message": message, **_final(api, body, reply)}
+    return {"model": _model(body, reply), "created_at": CREATED_ISO, "message": message, **_final(api, body, reply)}
 
 
 def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> Iterator[bytes]:
-    model = str(body.get("model") or "")
+    model = _model(body, reply)
 
     def line(message: dict[str, Any], **extra: Any) -> bytes:
         chunk = {"model": model, "created_at": CREATED_ISO, "message": {"role": "assistant", **message}}

@@ -18,6 +18,13 @@ earlier request was answered, so an agent that trims old history still
 replays. System messages are compared by presence, not position: the recorder
 writes each one once, where it starts to apply.
 
+Built in: Chat Completions (with Groq's and Mistral's dialects), Responses,
+Anthropic Messages, Gemini (API and Vertex), Ollama, Cohere v2 and Bedrock
+(Converse, converse-stream, invoke_model with an Anthropic body). Protocols
+without call ids (Ollama; Gemini without them) send calls with empty ids: the
+recorded ids were made by ststrace, so those calls match by name and arguments
+and their results by text.
+
 Protocols plug in through :class:`ReplayProtocol` and :func:`register_protocol`:
 the fake server's endpoint name, a function from a request body to the
 normalised conversation, and optionally one giving the server-side
@@ -43,6 +50,8 @@ from typing import Any, Literal
 import orjson
 
 from .. import _context
+from .._adapters._common import is_generated_call_id
+from .._adapters.bedrock import converse_request
 from .._adapters.inputs import collect
 from .._reader import Trace, read, read_header
 from .fakeapi import Endpoint, FakeAPI, RecordedRequest, ScriptedToolCall, _Failure, _Reply
@@ -98,11 +107,40 @@ def _previous_response(body: dict[str, Any]) -> str | None:
     return value if isinstance(value, str) else None
 
 
-#: Protocols the replay server understands, by fake-server endpoint name.
+def _gemini_conversation(body: dict[str, Any]) -> list[Message] | None:
+    contents = body.get("contents")
+    if contents is None:
+        return None
+    # The wire's systemInstruction is the SDK's config.system_instruction.
+    return collect((), {"contents": contents, "config": {"systemInstruction": body.get("systemInstruction")}})
+
+
+def _ollama_conversation(body: dict[str, Any]) -> list[Message] | None:
+    messages = collect((), body)
+    for msg in messages or ():
+        for call in msg.get("toolCalls") or ():
+            # The protocol has no call ids: the reader made some up. Matched by
+            # name and arguments instead (see same_message).
+            call["id"] = ""
+    return messages
+
+
+def _bedrock_conversation(body: dict[str, Any]) -> list[Message] | None:
+    if isinstance(body.get("messages"), list) and "anthropic_version" in body:
+        return collect((), body)  # invoke_model with an Anthropic Messages body
+    return collect((), converse_request(body))
+
+
+#: Protocols the replay server understands, by fake-server endpoint name. The
+#: Groq and Mistral dialects are Chat Completions ("chat").
 PROTOCOLS: dict[str, ReplayProtocol] = {
     "chat": ReplayProtocol("chat", _kwargs_conversation),
     "responses": ReplayProtocol("responses", _kwargs_conversation, _previous_response),
     "messages": ReplayProtocol("messages", _kwargs_conversation),
+    "gemini": ReplayProtocol("gemini", _gemini_conversation),
+    "ollama": ReplayProtocol("ollama", _ollama_conversation),
+    "cohere": ReplayProtocol("cohere", _kwargs_conversation),
+    "bedrock": ReplayProtocol("bedrock", _bedrock_conversation),
 }
 
 
@@ -227,18 +265,33 @@ def _call_ids(msg: Mapping[str, Any]) -> tuple[Any, ...]:
     return tuple(c.get("id") for c in calls if isinstance(c, Mapping))
 
 
+def _call_names(msg: Mapping[str, Any]) -> list[tuple[Any, Any]]:
+    out = []
+    for c in msg.get("toolCalls") or ():
+        fn = c.get("function") or {} if isinstance(c, Mapping) else {}
+        args = fn.get("arguments", "{}")
+        out.append((fn.get("name"), _loose_json(args) if isinstance(args, str) else args))
+    return out
+
+
 def same_message(recorded: Mapping[str, Any], sent: Mapping[str, Any]) -> bool:
     """Whether *sent* (from a request) is the recorded message, the way the
-    recorder's de-dup tells messages apart (role, text, tool-call ids)."""
+    recorder's de-dup tells messages apart (role, text, tool-call ids).
+
+    A protocol without call ids (Ollama, Gemini) sends calls with empty ids and
+    results with none: those calls are compared by name and arguments, those
+    results by their text (the recorded ids were made by ststrace)."""
     role = recorded.get("role")
     if role != sent.get("role"):
         return False
     if role == "assistant":
-        ids = _call_ids(recorded)
-        if ids or _call_ids(sent):
-            return ids == _call_ids(sent)
+        ids, sent_ids = _call_ids(recorded), _call_ids(sent)
+        if sent_ids and not any(sent_ids):
+            return _call_names(recorded) == _call_names(sent)
+        if ids or sent_ids:
+            return ids == sent_ids
         return _same_text(str(recorded.get("content", "")), str(sent.get("content", "")), False)
-    if role == "tool" and recorded.get("toolCallId") != sent.get("toolCallId"):
+    if role == "tool" and sent.get("toolCallId") is not None and recorded.get("toolCallId") != sent.get("toolCallId"):
         return False
     return _same_text(str(recorded.get("content", "")), str(sent.get("content", "")), role == "tool")
 
@@ -416,6 +469,7 @@ def _recorded_reply(msg: Message) -> _Reply:
                 cid.removeprefix("call_") or cid,
                 id=cid or None,
                 arguments_text=args,
+                generated_id=is_generated_call_id(cid),
             )
         )
     content = str(msg.get("content", ""))

@@ -8,6 +8,7 @@ from typing import Any
 
 import orjson
 
+from .._adapters._common import is_generated_call_id
 from .._reader import Trace
 
 __all__ = ["assert_same_conversation", "conversation_differences"]
@@ -38,12 +39,25 @@ def _arguments(text: Any) -> Any:
         return text
 
 
-def _calls(msg: Mapping[str, Any]) -> list[tuple[Any, Any, Any]]:
+def _generated_ids(messages: list[dict[str, Any]]) -> dict[str, str]:
+    """Ids ststrace made for a protocol without call ids, in order of first use,
+    -> a placeholder: each run makes new ones, so only their pairing is compared."""
+    names: dict[str, str] = {}
+    for msg in messages:
+        ids = [c.get("id") for c in msg.get("toolCalls") or ()] + [msg.get("toolCallId")]
+        for cid in ids:
+            if is_generated_call_id(cid) and cid not in names:
+                names[cid] = f"<generated id {len(names) + 1}>"
+    return names
+
+
+def _calls(msg: Mapping[str, Any], generated: Mapping[str, str]) -> list[tuple[Any, Any, Any]]:
     out = []
     for c in msg.get("toolCalls") or ():
         fn = c.get("function") or {}
+        cid = c.get("id")
         # Arguments as JSON values: one SDK re-encodes with other spacing.
-        out.append((c.get("id"), fn.get("name"), _arguments(fn.get("arguments"))))
+        out.append((generated.get(cid, cid), fn.get("name"), _arguments(fn.get("arguments"))))
     return out
 
 
@@ -55,13 +69,14 @@ def _usage(msg: Mapping[str, Any]) -> dict[str, Any] | None:
     return {k: usage.get(k, 0) for k in _USAGE_KEYS}
 
 
-def _fields(msg: Mapping[str, Any]) -> dict[str, Any]:
+def _fields(msg: Mapping[str, Any], generated: Mapping[str, str]) -> dict[str, Any]:
+    cid = msg.get("toolCallId")
     return {
         "role": msg.get("role"),
         "content": msg.get("content"),
         "reasoningContent": msg.get("reasoningContent"),
-        "toolCalls": _calls(msg),
-        "toolCallId": msg.get("toolCallId"),
+        "toolCalls": _calls(msg, generated),
+        "toolCallId": generated.get(cid, cid) if isinstance(cid, str) else cid,
         "usage": _usage(msg),
         "model": msg.get("model"),
     }
@@ -74,8 +89,9 @@ def _short(value: Any, limit: int = 200) -> str:
 
 def _session_differences(label: str, a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[str]:
     out: list[str] = []
+    ga, gb = _generated_ids(a), _generated_ids(b)
     for i, (x, y) in enumerate(zip(a, b), 1):
-        fx, fy = _fields(x), _fields(y)
+        fx, fy = _fields(x, ga), _fields(y, gb)
         for key in fx:
             if fx[key] != fy[key]:
                 out.append(f"{label}message {i} ({fx['role']}): {key} differs: {_short(fx[key])} != {_short(fy[key])}")
@@ -100,7 +116,9 @@ def conversation_differences(a: Any, b: Any) -> list[str]:
     """Where traces *a* and *b* differ as conversations (empty when they are the same).
 
     Compared per message: role, content, reasoning, tool calls (ids, names,
-    arguments as JSON values), tool-call id, usage counts and model. Timestamps,
+    arguments as JSON values), tool-call id, usage counts and model. Call ids
+    ststrace generated (for Ollama, or Gemini without ids) differ in every run:
+    they are compared by which call each result answers, not by value. Timestamps,
     session ids and the headers are not compared. Sub-agent sessions are paired
     by the tool call that opened them and their first prompt."""
     sa, sb = _sessions(a), _sessions(b)

@@ -91,6 +91,9 @@ class ScriptedToolCall:
     id: str | None = None
     #: A recorded call's argument text, sent as is instead of ``arguments`` encoded.
     arguments_text: str | None = None
+    #: The recorded id was made by ststrace for a protocol without call ids
+    #: (Ollama, Gemini): the protocols without ids do not send it.
+    generated_id: bool = False
 
     @property
     def call_id(self) -> str:

@@ -2,9 +2,12 @@
 
 ``fake_llm``: a :class:`~ststrace.testing.FakeAPI` server on 127.0.0.1 for one
 test, with ``OPENAI_BASE_URL`` / ``OPENAI_API_KEY`` / ``ANTHROPIC_BASE_URL`` /
-``ANTHROPIC_API_KEY`` pointing at it for the test's duration, so an agent that
-builds its ``openai.OpenAI()`` / ``anthropic.Anthropic()`` client from the
-environment talks to the fake server without a code change. Shape its replies
+``ANTHROPIC_API_KEY`` pointing at it for the test's duration, and the other
+providers' variables the SDKs read (``OLLAMA_HOST``, ``GROQ_BASE_URL``,
+``GOOGLE_GEMINI_BASE_URL`` / ``GOOGLE_VERTEX_BASE_URL``, ``CO_API_URL``,
+``AWS_ENDPOINT_URL_BEDROCK_RUNTIME`` with dummy AWS credentials), so an agent
+that builds its client from the environment talks to the fake server without a
+code change. Shape its replies
 through the FakeAPI attributes (``text_reply``, ``tool_calls``, ``cached_tokens``...).
 
 With ``pytest --ststrace-replay=DIR`` (or ``@pytest.mark.ststrace_replay(path)``)
@@ -62,4 +65,29 @@ def fake_llm(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) ->
         monkeypatch.setenv("OPENAI_API_KEY", "fake-key")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", api.anthropic_base_url)
         monkeypatch.setenv("ANTHROPIC_API_KEY", "fake-key")
+        for name, value in _provider_environment(api).items():
+            monkeypatch.setenv(name, value)
         yield api
+
+
+def _provider_environment(api: Any) -> dict[str, str]:
+    """The other providers' variables, as each SDK reads them (checked in their source).
+
+    Mistral's SDK reads no server URL from the environment (pass
+    ``server_url=fake_llm.mistral_base_url``); Cohere reads ``CO_API_URL`` when
+    ``cohere`` is imported, so it applies only to a first import after the fixture."""
+    return {
+        "OLLAMA_HOST": api.ollama_base_url,
+        "GROQ_BASE_URL": api.url,  # the client adds /openai/v1
+        "GROQ_API_KEY": "fake-key",
+        "GOOGLE_GEMINI_BASE_URL": api.gemini_base_url,
+        "GOOGLE_VERTEX_BASE_URL": api.gemini_base_url,
+        "GOOGLE_API_KEY": "fake-key",
+        "CO_API_URL": api.cohere_base_url,
+        "CO_API_KEY": "fake-key",
+        "MISTRAL_API_KEY": "fake-key",
+        "AWS_ENDPOINT_URL_BEDROCK_RUNTIME": api.bedrock_base_url,
+        "AWS_ACCESS_KEY_ID": "fake-key",
+        "AWS_SECRET_ACCESS_KEY": "fake-key",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }
