@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _files, _records, _registry, _signals, _subagents, _tools, _unrecorded
+from . import _context, _files, _links, _records, _registry, _signals, _tools, _unrecorded
 from ._encode import content_text, dumps
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
@@ -173,7 +173,7 @@ class Session:
         max_buffer: int = DEFAULT_MAX_BUFFER,
         usage: bool = True,
         prices: Any = None,
-        parent: Session | str | None | _subagents._Auto = _subagents.AUTO,
+        parent: Session | str | None | _links._Auto = _links.AUTO,
     ) -> None:
         self.disabled = _env_flag("STSTRACE_DISABLED")
         if id is not None:
@@ -202,10 +202,10 @@ class Session:
         self.sync_as = sync_as
         self._max_buffer = max_buffer
         self._given_id = id
-        # Token usage and sub-agent links (issue 18): see _record_usage and _subagents.
+        # Token usage and sub-agent links (issue 18): see _record_usage and _links.
         self._keep_usage = bool(usage)
         self._prices = _check_prices(prices)
-        self._parent = _subagents.check_parent(parent)
+        self._parent = _links.check_parent(parent, Session)
         self._usage_total: dict[str, Any] = {}
         self._links: dict[str, str] | None = None  # sub-agent header links, when taken before opening
         self.id: str = id if id is not None else new_session_id()
@@ -308,7 +308,7 @@ class Session:
                 ) from None
             header = _records.header(self.harness, self.id, self.name, self.metadata)
             # A sub-agent: link to the session (and tool call) it was opened in.
-            links = self._links if self._links is not None else _subagents.links_for(self, self._parent)
+            links = self._links if self._links is not None else _links.links_for(self, self._parent)
             for key, value in links.items():
                 header.setdefault(key, value)
             if self._guard is not None:
@@ -478,12 +478,10 @@ class Session:
         if self._closed or not self._pending:
             return
         try:
-            from ._decorators import _error_text
-
             with self._state_lock:
                 open_calls = list(self._pending)
                 self._pending.clear()
-            text = _error_text(exc)
+            text = _records.error_text(exc)
             for call_id in open_calls:
                 self._tool_result(call_id, text)
         except Exception as err:
@@ -549,7 +547,7 @@ class Session:
             # The sub-agent links come from this task's context variables,
             # which the worker thread creating the file does not see.
             try:
-                self._links = _subagents.links_for(self, self._parent)
+                self._links = _links.links_for(self, self._parent)
             except Exception as exc:
                 internal_error(exc, "sub-agent links")
             # A task cancelled while its file is created leaves no open session behind.
@@ -1040,6 +1038,12 @@ class Session:
         """Jupyter, once closed: the trace in the viewer (see ``Trace._repr_html_``)."""
         trace = self._written() if self._closed else None
         return None if trace is None else str(trace._repr_html_())
+
+
+def current_session() -> Session | None:
+    """The session that recording calls in this context go to, or ``None``."""
+    session: Session | None = _context.current.get()
+    return session
 
 
 def _check_prices(prices: Any) -> Any:

@@ -621,7 +621,7 @@ def _prompt_arg(conv: _Conversation, prompt: Any) -> Any:
 
 
 def _session(patch: Any) -> Session | None:
-    session = current.get()
+    session: Session | None = current.get()
     if session is None or not patch.active or session.disabled or session.closed:
         return None
     return session

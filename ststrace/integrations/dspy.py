@@ -255,7 +255,7 @@ def _exit(tokens: tuple[Token[Any], ...]) -> None:
 
 
 def _session(patch: Any) -> Session | None:
-    session = current.get()
+    session: Session | None = current.get()
     if session is None or not patch.active or session.disabled or session.closed or _active.get() is not None:
         return None
     return session
