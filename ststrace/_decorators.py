@@ -10,7 +10,6 @@ with a bare ``raise`` (same object, same traceback).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextvars
 import functools

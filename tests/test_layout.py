@@ -19,7 +19,8 @@ higher one):
    values that reach it unguarded, e.g. with ``redact=False``)
 4. sanitize: ``_guard`` (redaction, caps and media applied to a record's fields)
 5. records: ``_records`` (pure builders), ``_tools`` (tool schemas),
-   ``_links`` (sub-agent header links)
+   ``_links`` (sub-agent header links), ``_pairing`` (tool calls waiting for
+   results), ``_dedup`` (the conversation across turns)
 6. session: ``_session`` (lifecycle and the recording methods)
 7. call: ``_decorators`` (``@tool``, ``@llm``), ``_subagents`` (``new_child``
    builds a ``Session``)
@@ -41,7 +42,7 @@ STAGES: list[tuple[str, set[str]]] = [
     ("text rules", {"_limits", "_redact"}),
     ("encode", {"_encode"}),
     ("sanitize", {"_guard"}),
-    ("records", {"_records", "_tools", "_links"}),
+    ("records", {"_records", "_tools", "_links", "_pairing", "_dedup"}),
     ("session", {"_session"}),
     ("call", {"_decorators", "_subagents"}),
     ("instrumentation", {"_instrument", "integrations"}),
