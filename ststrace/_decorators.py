@@ -23,7 +23,8 @@ import wrapt
 
 from . import _context, _links, _records, _tools
 from ._context import bound_tool_call_id, current, current_tool_call, in_llm_call
-from ._encode import content_text, dumps, json_text
+from ._encode import dumps
+from ._text import content_text, json_text
 from ._errors import internal_error, logger
 from ._session import Session
 

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Protocol
 
 from . import _pairing, _records
-from ._encode import content_text
+from ._text import content_text
 
 __all__ = [
     "MAX_CONVERSATIONS",

@@ -17,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ._encode import content_text, json_text
+from ._text import content_text, json_text
 from ._errors import BadArgument
 from ._ids import new_tool_call_id
 

@@ -19,7 +19,8 @@ import orjson
 from orjson import dumps as _orjson_dumps
 
 from . import _context, _dedup, _files, _links, _pairing, _records, _registry, _signals, _tools, _unrecorded
-from ._encode import content_text, dumps
+from ._encode import dumps
+from ._text import content_text
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard

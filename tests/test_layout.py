@@ -13,11 +13,13 @@ higher one):
    current session is typed ``Any`` there, so it needs no ``_session``)
 1. writer: ``_writer`` (the background writer), ``_files`` (file creation off
    the event loop)
-2. text rules: ``_limits`` (size caps, media placeholders, token counts),
-   ``_redact`` (secret detectors); both import nothing of ours
-3. encode: ``_encode`` (orjson; applies ``_limits``' media and size rules to
-   values that reach it unguarded, e.g. with ``redact=False``)
-4. sanitize: ``_guard`` (redaction, caps and media applied to a record's fields)
+2. encode: ``_encode`` (orjson and its fallbacks for odd values; decides
+   nothing about what a record holds, imports no other stage)
+3. text rules: ``_limits`` (size caps, media placeholders, token counts),
+   ``_redact`` (secret detectors)
+4. sanitize: ``_guard`` (redaction, caps and media applied to a record's
+   fields, once each), ``_text`` (user values as text, media placeholders
+   applied while the value is still structured)
 5. records: ``_records`` (pure builders), ``_tools`` (tool schemas),
    ``_links`` (sub-agent header links), ``_pairing`` (tool calls waiting for
    results), ``_dedup`` (the conversation across turns)
@@ -39,9 +41,9 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ststrace"
 STAGES: list[tuple[str, set[str]]] = [
     ("foundations", {"_errors", "_env", "_context"}),
     ("writer", {"_writer", "_files"}),
-    ("text rules", {"_limits", "_redact"}),
     ("encode", {"_encode"}),
-    ("sanitize", {"_guard"}),
+    ("text rules", {"_limits", "_redact"}),
+    ("sanitize", {"_guard", "_text"}),
     ("records", {"_records", "_tools", "_links", "_pairing", "_dedup"}),
     ("session", {"_session"}),
     ("call", {"_decorators", "_subagents"}),

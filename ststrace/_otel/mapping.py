@@ -34,7 +34,7 @@ from typing import Any
 
 import orjson
 
-from .._encode import content_text, json_text
+from .._text import content_text, json_text
 from .._ids import new_tool_call_id
 from .._limits import MAX_TOKEN_COUNT, token_count
 from .._dedup import fingerprint as _fingerprint

@@ -58,7 +58,7 @@ from .._adapters._common import get, parts_text
 from .._adapters.messages import from_blocks
 from .._context import current
 from .._decorators import _error_text, tool_call_id
-from .._encode import content_text
+from .._text import content_text
 from .._errors import internal_error
 from .._session import Session
 from .._subagents import links_for, new_child, tool_scope

@@ -51,7 +51,7 @@ from .. import _records
 from .._adapters.usage import usage_of
 from .._context import current, in_llm_call
 from .._decorators import _error_text
-from .._encode import content_text
+from .._text import content_text
 from .._errors import internal_error
 from .._ids import new_tool_call_id
 from .._session import Session
