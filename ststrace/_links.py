@@ -14,8 +14,11 @@ the child sessions opened inside it afterwards (an integration may mention them
 in the tool result when the tool itself returned nothing, as ``@tool`` does
 through :func:`mention`). An integration that opens the child ``Session``
 itself can instead pass ``Session(parent=parent_session)`` from inside the scope,
-or call :func:`new_child`, which also gives the child its parent's settings and
+or call :func:`ststrace._subagents.new_child`, which also gives the child its parent's settings and
 puts its file beside the parent's.
+
+This module sits below ``_session``, which calls :func:`check_parent` and
+:func:`links_for`; it never imports ``_session`` (a session is ``Any`` here).
 """
 
 from __future__ import annotations
