@@ -41,7 +41,6 @@ from typing import Any
 
 import orjson
 
-
 MAX_DEPTH = 64
 NUMPY_MAX_ITEMS = 1000
 _REPR_MAX = 10_000
@@ -267,9 +266,6 @@ def _sanitize(obj: Any, depth: int, seen: set[int]) -> Any:
         return _sanitize(converted, depth + 1, seen)
     finally:
         seen.discard(oid)
-
-
-# Shortest encoded value that can hold a data URL ("data:;base64," + 16).
 
 
 def bytes_placeholder(data: bytes | bytearray | memoryview) -> str:

@@ -18,6 +18,7 @@ from ._limits import MIN_INLINE_BASE64, scrub_encoded, scrub_media
 
 __all__ = ["content_text", "json_text"]
 
+# Shortest encoded value that can hold a data URL ("data:;base64," + 16).
 _MIN_MEDIA_JSON = 29
 
 
