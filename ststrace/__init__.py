@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._context import current_session
 from ._decorators import ThreadPoolExecutor, llm, tool, tool_call_id
 from ._errors import InstrumentationError, StstraceError, TraceFormatError, WriteError
 from ._instrument import instrument, uninstrument
 from ._redact import Redactor
-from ._session import Session
+from ._session import Session, current_session
 
 if TYPE_CHECKING:
     from ._convert import ConvertResult, convert, convert_file, detect, write_trace

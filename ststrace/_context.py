@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from ._session import Session
-
-#: The session that decorated calls in this context record into.
-current: ContextVar[Session | None] = ContextVar("ststrace.current_session", default=None)
+#: The session that decorated calls in this context record into (a
+#: ``Session`` or ``None``; typed ``Any`` because this module sits below
+#: ``_session``: the adapters and ``_links`` read it, ``_session`` sets it).
+current: ContextVar[Any] = ContextVar("ststrace.current_session", default=None)
 
 #: A tool-call id bound by ``with tool_call_id(...)`` for the next @tool call.
 bound_tool_call_id: ContextVar[str | None] = ContextVar("ststrace.tool_call_id", default=None)
@@ -18,10 +17,6 @@ bound_tool_call_id: ContextVar[str | None] = ContextVar("ststrace.tool_call_id",
 #: client call inside a decorated function is recorded once, not twice.
 in_llm_call: ContextVar[bool] = ContextVar("ststrace.in_llm_call", default=False)
 
-
-def current_session() -> Session | None:
-    """The session that recording calls in this context go to, or ``None``."""
-    return current.get()
 
 #: The ``@tool`` call (or integration tool scope) running in this context, so a
 #: Session opened inside it links to it as a sub-agent (see ``_subagents``).

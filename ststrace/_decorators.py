@@ -10,7 +10,6 @@ with a bare ``raise`` (same object, same traceback).
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextvars
 import functools
@@ -22,9 +21,10 @@ from typing import Any, Callable, Iterator, Mapping, TypeVar, overload
 import orjson
 import wrapt
 
-from . import _context, _records, _tools
+from . import _context, _links, _records, _tools
 from ._context import bound_tool_call_id, current, current_tool_call, in_llm_call
-from ._encode import content_text, dumps, json_text
+from ._encode import dumps
+from ._text import content_text, json_text
 from ._errors import internal_error, logger
 from ._session import Session
 
@@ -249,9 +249,7 @@ def _finish_tool(
         if result is None and children:
             # Nothing returned but sub-agents ran: point at their sessions.
             # A result the user returned is never rewritten.
-            from ._subagents import mention
-
-            session._tool_result(call_id, mention(children))
+            session._tool_result(call_id, _links.mention(children))
         elif spec.capture_result:
             session._tool_result(call_id, result if type(result) is str else content_text(result))
         else:
@@ -267,15 +265,8 @@ def _fail_tool(spec: _ToolSpec, session: Session, call_id: str, exc: BaseExcepti
         internal_error(err, f"@tool {spec.name}")
 
 
-def _error_text(exc: BaseException) -> str:
-    name = type(exc).__name__
-    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)):
-        return f"Error: the call was cancelled ({name})"
-    try:
-        text = str(exc)
-    except Exception:
-        text = "<unprintable exception>"
-    return f"Error: {name}: {text}" if text else f"Error: {name}"
+#: Integrations import it from here; it is a record builder (``_session`` uses it too).
+_error_text = _records.error_text
 
 
 class _BoundId(str):

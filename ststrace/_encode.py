@@ -1,6 +1,10 @@
-"""JSON encoding that never raises.
+"""JSON encoding that never raises: the last stage before the writer.
 
-Everything ststrace writes goes through :func:`dumps`. The fast path is one
+Everything ststrace writes goes through :func:`dumps` (or ``orjson.dumps``
+first, where the caller has its own fallback to it). Nothing here decides what
+a record holds: redaction, caps and media placeholders were applied before
+(``_guard``; user values become text in ``_text``), so this module imports no
+other stage. The fast path is one
 ``orjson.dumps`` call; only when it fails (non-string dict keys, cycles, lone
 surrogates, integers beyond 64 bits, too deep nesting, ...) does a slower
 sanitising pass rebuild the value from JSON-native pieces. Whatever the input,
@@ -36,8 +40,6 @@ import uuid
 from typing import Any
 
 import orjson
-
-from ._limits import MIN_INLINE_BASE64, bytes_placeholder, scrub_encoded, scrub_media
 
 MAX_DEPTH = 64
 NUMPY_MAX_ITEMS = 1000
@@ -266,45 +268,18 @@ def _sanitize(obj: Any, depth: int, seen: set[int]) -> Any:
         seen.discard(oid)
 
 
-# Shortest encoded value that can hold a data URL ("data:;base64," + 16).
-_MIN_MEDIA_JSON = 29
+def bytes_placeholder(data: bytes | bytearray | memoryview) -> str:
+    """``"<bytes: N bytes, sha256 HEX>"``: the size and a fingerprint, never the data."""
+    import hashlib  # here: rarely needed, and ~3 ms to import
 
-
-def json_text(value: Any) -> str:
-    """JSON text of *value* as a ``str`` (for ``content`` and ``arguments``).
-
-    Unlike :func:`dumps`, inline media (``data:`` URLs, base64 image blocks)
-    is replaced by a short placeholder: this is for user values, not records.
-    """
     try:
-        out = orjson.dumps(value, default=_default)
+        view = memoryview(data)
+        size = view.nbytes
+        try:
+            digest = hashlib.sha256(view).hexdigest()
+        except (TypeError, ValueError, BufferError):
+            # Non-contiguous or released buffers cannot be hashed in place.
+            digest = hashlib.sha256(view.tobytes()).hexdigest()
+        return f"<bytes: {size} bytes, sha256 {digest}>"
     except Exception:
-        out = dumps(value)
-    n = len(out)
-    if n < _MIN_MEDIA_JSON or (n < MIN_INLINE_BASE64 and b";" not in out):
-        # Too short to hold a data URL (or short, and no ";" for one) or an
-        # inline base64 block: the common case of small tool arguments and
-        # results skips the media scan.
-        return out.decode("utf-8")
-    try:
-        out, structural = scrub_encoded(out)
-        if structural:
-            scrubbed = scrub_media(orjson.loads(out))
-            out = dumps(scrubbed)
-    except Exception:
-        pass
-    return out.decode("utf-8")
-
-
-def content_text(value: Any) -> str:
-    """STS ``content``: strings as they are, ``None`` as ``""``, others as JSON text.
-
-    Binary values give their placeholder text directly (not a quoted JSON string).
-    """
-    if isinstance(value, str):
-        return value
-    if value is None:
-        return ""
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes_placeholder(value)
-    return json_text(value)
+        return "<bytes: unreadable buffer>"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import os
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,10 +33,11 @@ class Trace:
 
     def _repr_html_(self) -> str:
         """Jupyter: the viewer's page in a sandboxed iframe (see ``_view.notebook``)."""
-        # Imported by name: the viewer reads traces with this module, and the
-        # arrows stay one way (as _session does for _hub).
-        html: str = importlib.import_module("ststrace._view.notebook").iframe(self)
-        return html
+        # On first use: Jupyter only. The page builder never reads files, so
+        # the arrow stays one way (the viewer's file loading in _view imports us).
+        from ._view.notebook import iframe
+
+        return iframe(self)
 
 
 def _short(text: str, limit: int = 80) -> str:

@@ -6,6 +6,7 @@ optional fields are left out (never ``null``), ``arguments`` is JSON text.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import (  # typing.Mapping makes isinstance() several times slower
     Callable,
@@ -16,7 +17,7 @@ from typing import Any
 
 import orjson
 
-from ._encode import content_text, json_text
+from ._text import content_text, json_text
 from ._errors import BadArgument
 from ._ids import new_tool_call_id
 
@@ -211,3 +212,15 @@ def parse_arguments(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return text
+
+
+def error_text(exc: BaseException) -> str:
+    """The tool result recorded for a call that ended by *exc*."""
+    name = type(exc).__name__
+    if isinstance(exc, (asyncio.CancelledError, KeyboardInterrupt, GeneratorExit)):
+        return f"Error: the call was cancelled ({name})"
+    try:
+        text = str(exc)
+    except Exception:
+        text = "<unprintable exception>"
+    return f"Error: {name}: {text}" if text else f"Error: {name}"

@@ -18,8 +18,9 @@ from typing import Any, Callable, Iterable, Mapping
 import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _files, _records, _registry, _signals, _subagents, _tools, _unrecorded
-from ._encode import content_text, dumps
+from . import _context, _dedup, _files, _links, _pairing, _records, _registry, _signals, _tools, _unrecorded
+from ._encode import dumps
+from ._text import content_text
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
@@ -32,9 +33,8 @@ _time_ns = time.time_ns
 # A session that ends without a message names the model client it may have missed.
 _registry.on_ended_empty(_unrecorded.warn)
 
-#: Tool calls still waiting for a result; oldest dropped past this many so a
-#: run of millions of unanswered calls cannot grow memory without bound.
-MAX_PENDING = 10_000
+#: Older name of ``_dedup.fingerprint``, still imported by tests.
+_fingerprint = _dedup.fingerprint
 
 #: A closed session's repr() and notebook view read its file, up to this size.
 _REPR_MAX_BYTES = 16 * 1024 * 1024
@@ -42,109 +42,6 @@ _REPR_MAX_BYTES = 16 * 1024 * 1024
 
 def _env_flag(name: str) -> bool:
     return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-class _Pending:
-    __slots__ = ("name", "arguments", "_parsed")
-
-    def __init__(self, name: str, arguments: str) -> None:
-        self.name = name
-        self.arguments = arguments
-        self._parsed: Any = _UNSET
-
-    @property
-    def parsed(self) -> Any:
-        if self._parsed is _UNSET:
-            try:
-                self._parsed = orjson.loads(self.arguments)
-            except Exception:
-                self._parsed = None
-        return self._parsed
-
-
-_UNSET: Any = object()
-
-
-def _fingerprint(msg: Mapping[str, Any]) -> int:
-    calls = msg.get("toolCalls")
-    call_ids = tuple(c.get("id") for c in calls) if calls else ()
-    return hash((msg.get("role"), msg.get("content"), msg.get("toolCallId"), call_ids))
-
-
-def _new_start(prev: list[int], cur: list[int]) -> int:
-    """Index in *cur* where messages not seen in *prev* begin.
-
-    Agent loops resend the whole conversation every turn, and sometimes drop
-    old messages. Align by position: the common case is a pure append; else
-    find where the tail of *prev* sits in *cur*, preferring the placement with
-    the longest matching run, so a repeated "ok" is still told apart.
-    """
-    n, m = len(prev), len(cur)
-    if n == 0:
-        return 0
-    if m >= n and cur[:n] == prev:
-        return n
-    for i in range(n - 1, -1, -1):
-        best_j, best_run = -1, 0
-        target = prev[i]
-        for j in range(m):
-            if cur[j] != target:
-                continue
-            run = 1
-            while run <= j and run <= i and cur[j - run] == prev[i - run]:
-                run += 1
-            if run > best_run:
-                best_j, best_run = j, run
-        if best_j >= 0:
-            return best_j + 1
-    return 0
-
-
-_MAX_CONVERSATIONS = 8
-_MAX_REPLIES = 64
-
-
-def _continue_conversation(
-    convs: list[list[int]], cur: list[int], replies: Iterable[int] = ()
-) -> tuple[int, int]:
-    """(index in *cur* where new messages begin, which of *convs* it continues or -1).
-
-    A planner and its workers, or sub-agents, may share one session, each with
-    its own conversation: *cur* continues the one it overlaps most. A pure
-    append is checked first, since it is by far the common case.
-    """
-    best_start, best_slot = 0, -1
-    for slot, prev in enumerate(convs):
-        n = len(prev)
-        if n > best_start and len(cur) >= n and cur[:n] == prev:
-            best_start, best_slot = n, slot
-    if best_slot >= 0:
-        return best_start, best_slot
-    for slot, prev in enumerate(convs):
-        start = _new_start(prev, cur)
-        if start > best_start:
-            best_start, best_slot = start, slot
-    if best_slot >= 0 and replies:
-        # Checked on the conversation *cur* continues only: another one
-        # lacks the reply as well.
-        anchored = _after_new_reply(convs[best_slot], cur, replies)
-        if anchored is not None:
-            best_start = anchored
-    return best_start, best_slot
-
-
-def _after_new_reply(prev: list[int], cur: list[int], replies: Iterable[int]) -> int | None:
-    """Index in *cur* after the last reply this session recorded (*replies*,
-    fingerprints) that *prev* did not hold, if any: that reply answered an
-    earlier call, so what follows it is new. Without this anchor a history kept
-    to a sliding window ([system, reply 1, "ok"] after [system, reply 0, "ok"])
-    had its new "ok" matched to the old one and the user's turn dropped."""
-    recorded = set(replies)  # one C call over ints: no other thread runs meanwhile
-    known = set(prev)
-    for k in range(len(cur) - 1, -1, -1):
-        if cur[k] in recorded and cur[k] not in known:
-            return k + 1
-    return None
 
 
 class Session:
@@ -173,7 +70,7 @@ class Session:
         max_buffer: int = DEFAULT_MAX_BUFFER,
         usage: bool = True,
         prices: Any = None,
-        parent: Session | str | None | _subagents._Auto = _subagents.AUTO,
+        parent: Session | str | None | _links._Auto = _links.AUTO,
     ) -> None:
         self.disabled = _env_flag("STSTRACE_DISABLED")
         if id is not None:
@@ -202,10 +99,10 @@ class Session:
         self.sync_as = sync_as
         self._max_buffer = max_buffer
         self._given_id = id
-        # Token usage and sub-agent links (issue 18): see _record_usage and _subagents.
+        # Token usage and sub-agent links (issue 18): see _record_usage and _links.
         self._keep_usage = bool(usage)
         self._prices = _check_prices(prices)
-        self._parent = _subagents.check_parent(parent)
+        self._parent = _links.check_parent(parent, Session)
         self._usage_total: dict[str, Any] = {}
         self._links: dict[str, str] | None = None  # sub-agent header links, when taken before opening
         self.id: str = id if id is not None else new_session_id()
@@ -234,10 +131,10 @@ class Session:
         _all_sessions.add(self)
         # OrderedDict: evicting the oldest of a plain dict (next(iter(d)) after
         # many deletions at the front) scans dead slots and costs O(n) per call.
-        self._pending: OrderedDict[str, _Pending] = OrderedDict()
+        self._pending: OrderedDict[str, _pairing.Call] = OrderedDict()
         # Recent conversations seen by @llm inputs (several agents may share a session).
-        self._conversations: deque[list[int]] = deque(maxlen=_MAX_CONVERSATIONS)
-        self._stateful_turns: deque[tuple[str, tuple[int, ...]]] = deque(maxlen=_MAX_CONVERSATIONS)
+        self._conversations: deque[list[int]] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
+        self._stateful_turns: deque[tuple[str, tuple[int, ...]]] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
         self._last_system: int | None = None  # the last system message recorded from inputs
         # Messages recorded with s.user()/s.system() since the last model call,
         # so the conversation passed to that call does not record them again.
@@ -255,8 +152,8 @@ class Session:
         #: Weak references (each drops itself with its stream): set operations
         #: are single C calls, safe beside another thread adding one.
         self._streams: set[weakref.ref[Any]] = set()
-        #: Fingerprints of the latest replies recorded (see _after_new_reply).
-        self._replies: deque[int] = deque(maxlen=_MAX_REPLIES)
+        #: Fingerprints of the latest replies recorded (see _dedup.after_new_reply).
+        self._replies: deque[int] = deque(maxlen=_dedup.MAX_REPLIES)
         #: Tool sets (and @tool schemas) recorded already, by key (see _offer_tools).
         self._tools_seen: set[Any] = set()
         #: Tool definitions waiting for the next message, which carries them.
@@ -308,7 +205,7 @@ class Session:
                 ) from None
             header = _records.header(self.harness, self.id, self.name, self.metadata)
             # A sub-agent: link to the session (and tool call) it was opened in.
-            links = self._links if self._links is not None else _subagents.links_for(self, self._parent)
+            links = self._links if self._links is not None else _links.links_for(self, self._parent)
             for key, value in links.items():
                 header.setdefault(key, value)
             if self._guard is not None:
@@ -401,10 +298,7 @@ class Session:
             msg = env.get("message") if isinstance(env, dict) else None
             if not isinstance(msg, dict):
                 return
-            if msg.get("role") == "assistant" and msg.get("toolCalls"):
-                self._register_calls(msg["toolCalls"])
-            elif msg.get("role") == "tool" and isinstance(msg.get("toolCallId"), str):
-                self._pending.pop(msg["toolCallId"], None)
+            _pairing.replay(self._pending, msg)
         except Exception:
             return
 
@@ -478,12 +372,9 @@ class Session:
         if self._closed or not self._pending:
             return
         try:
-            from ._decorators import _error_text
-
             with self._state_lock:
-                open_calls = list(self._pending)
-                self._pending.clear()
-            text = _error_text(exc)
+                open_calls = _pairing.take_all(self._pending)
+            text = _records.error_text(exc)
             for call_id in open_calls:
                 self._tool_result(call_id, text)
         except Exception as err:
@@ -549,7 +440,7 @@ class Session:
             # The sub-agent links come from this task's context variables,
             # which the worker thread creating the file does not see.
             try:
-                self._links = _subagents.links_for(self, self._parent)
+                self._links = _links.links_for(self, self._parent)
             except Exception as exc:
                 internal_error(exc, "sub-agent links")
             # A task cancelled while its file is created leaves no open session behind.
@@ -833,8 +724,8 @@ class Session:
 
     def _record_assistant(self, msg: dict[str, Any]) -> None:
         # Before _emit (which may redact): what the model said, as the next
-        # call's history will hold it (see _after_new_reply).
-        self._replies.append(_fingerprint(msg))
+        # call's history will hold it (see _dedup.after_new_reply).
+        self._replies.append(_dedup.fingerprint(msg))
         calls = msg.get("toolCalls")
         if calls:
             with self._state_lock:
@@ -869,43 +760,20 @@ class Session:
                     totals[key] = totals.get(key, 0) + value
 
     def _register_calls(self, calls: Iterable[Mapping[str, Any]]) -> None:
-        pending = self._pending
-        for c in calls:
-            fn = c.get("function") or {}
-            pending[c["id"]] = _Pending(fn.get("name", ""), fn.get("arguments", "{}"))
-        while len(pending) > MAX_PENDING:
-            pending.popitem(last=False)
+        _pairing.register(self._pending, calls)
 
     def _claim_tool_call(self, name: str, candidates: Iterable[Any]) -> str | None:
-        """Pick the pending call a @tool invocation answers, and mark it answered.
-
-        Oldest pending call of that name wins, unless a later one's arguments
-        equal this call's (as passed, or with defaults filled in).
-        """
+        """Pick the pending call a @tool invocation answers, and mark it answered
+        (see ``_pairing.claim``)."""
         if not self._pending:
             return None  # the common case (no model call asked for it): no lock, no copy
         with self._state_lock:
-            # list() copies in one C call: a signal handler cannot change the
-            # dict halfway through (it may between the steps below).
-            ids = [cid for cid, p in list(self._pending.items()) if p.name == name]
-            if not ids:
-                return None
-            chosen = ids[0]
-            if len(ids) > 1:
-                wanted = list(candidates)
-                for cid in ids:
-                    p = self._pending.get(cid)
-                    if p is not None and p.parsed in wanted:
-                        chosen = cid
-                        break
-            if self._pending.pop(chosen, None) is None:
-                return None  # answered meanwhile, by a signal handler
-            return chosen
+            return _pairing.claim(self._pending, name, candidates)
 
     def _answer(self, tool_call_id: str) -> bool:
         """Mark *tool_call_id* answered; False if it was not waiting for a result."""
         with self._state_lock:
-            return self._pending.pop(tool_call_id, None) is not None
+            return _pairing.answer(self._pending, tool_call_id)
 
     def _tool_call_then_result(self, name: str, arguments: str, call_id: str | None = None) -> str:
         """Record an assistant message with one tool call nobody asked for; return its id.
@@ -935,7 +803,7 @@ class Session:
         fingerprints: list[int] | None = None,
     ) -> None:
         """Record the user/system/tool messages of a model call's conversation
-        that this session has not recorded yet (see ``_new_start``).
+        that this session has not recorded yet (see ``_dedup``).
 
         *stateful* names a server-side conversation the call continues
         (``previous_response_id=...``): *messages* are then the new turn
@@ -944,71 +812,9 @@ class Session:
         messages when they were sent earlier than now (spans read after the fact);
         *fingerprints*, when given, are those of *messages*, kept by a caller
         that sees the same history resent."""
-        fps = fingerprints if fingerprints is not None else [_fingerprint(m) for m in messages]
-        to_emit: list[dict[str, Any]] = []
-        direct: list[int] | None = None
-        new_system: dict[str, Any] | None = None
-        # A conversation this session has not seen (the first call of a
-        # session started from an earlier one) holds assistant turns no reply
-        # here recorded: they are history and are recorded with the rest.
-        history: set[int] | None = None
+        fps = fingerprints if fingerprints is not None else [_dedup.fingerprint(m) for m in messages]
         with self._state_lock:
-            if stateful is not None:
-                turn = (stateful, tuple(fps))
-                start = len(messages) if turn in self._stateful_turns else 0
-                self._stateful_turns.append(turn)
-            else:
-                start, slot = _continue_conversation(list(self._conversations), fps, self._replies)
-                if slot < 0:
-                    self._conversations.append(fps)
-                    history = set(self._replies)
-                else:
-                    if start > 0 and messages[0].get("role") == "system" and fps[0] not in self._conversations[slot]:
-                        # The same conversation under new instructions (an
-                        # agent handing off to another): record them where
-                        # they start to apply.
-                        new_system = messages[0]
-                    self._conversations[slot] = fps
-            for m, fp in zip(messages[start:], fps[start:]):
-                role = m.get("role")
-                if role == "tool":
-                    cid = m.get("toolCallId")
-                    if not isinstance(cid, str):
-                        # A result sent back without its call's id (CrewAI's
-                        # streamed LiteLLM calls drop it) answers the oldest
-                        # call still waiting, of its tool when it names one.
-                        name = m.get("name")
-                        cid = next((c for c, p in list(self._pending.items()) if name is None or p.name == name), None)
-                    # Only results of calls still waiting: a result already
-                    # recorded by @tool (or one with no call) is skipped.
-                    if isinstance(cid, str) and self._pending.pop(cid, None) is not None:
-                        to_emit.append(_records.tool_result(cid, content_text(m.get("content"))))
-                elif role == "assistant":
-                    if history is None or fp in history:
-                        continue  # this session's own reply, recorded when it came
-                    calls = m.get("toolCalls")
-                    if calls:
-                        self._register_calls(calls)  # so the results that follow are recorded
-                    to_emit.append(_records.message("assistant", m.get("content"), tool_calls=calls or None))
-                elif role in ("user", "system"):
-                    if direct is None:
-                        direct = [_fingerprint(d) for d in list(self._direct)]
-                    if fp in direct:
-                        direct.remove(fp)  # recorded directly with s.user()
-                        continue
-                    if role == "system":
-                        # Instructions are sent again with every stateful
-                        # call (the server does not keep them): recorded
-                        # again only when they change.
-                        if stateful is not None and fp == self._last_system:
-                            continue
-                        self._last_system = fp
-                    to_emit.append(_records.message(role, m.get("content")))
-            if new_system is not None:
-                self._last_system = fps[0]
-                at = next((i for i, m in enumerate(to_emit) if m["role"] == "user"), len(to_emit))
-                to_emit.insert(at, _records.message("system", new_system.get("content")))
-            self._direct.clear()
+            to_emit = _dedup.new_inputs(self, messages, fps, stateful)
         for msg in to_emit:
             if timestamp is not None:
                 msg["timestamp"] = timestamp
@@ -1040,6 +846,12 @@ class Session:
         """Jupyter, once closed: the trace in the viewer (see ``Trace._repr_html_``)."""
         trace = self._written() if self._closed else None
         return None if trace is None else str(trace._repr_html_())
+
+
+def current_session() -> Session | None:
+    """The session that recording calls in this context go to, or ``None``."""
+    session: Session | None = _context.current.get()
+    return session
 
 
 def _check_prices(prices: Any) -> Any:

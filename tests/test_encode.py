@@ -23,7 +23,8 @@ import pydantic.v1
 import pytest
 
 from ststrace import Session, tool
-from ststrace._encode import MAX_DEPTH, content_text, dumps, json_text
+from ststrace._encode import MAX_DEPTH, dumps
+from ststrace._text import content_text, json_text
 from test_decorators_helpers import calls_by_id, tool_results, valid_messages
 
 

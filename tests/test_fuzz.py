@@ -308,7 +308,7 @@ def test_dumps_never_fails_long(v: Any) -> None:
 
 # -- property 4: the guard alone (cheap, so more examples) -------------------------------
 
-from ststrace._encode import json_text  # noqa: E402
+from ststrace._text import json_text  # noqa: E402
 from ststrace._guard import MessageGuard  # noqa: E402
 
 

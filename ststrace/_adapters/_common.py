@@ -17,7 +17,7 @@ from types import GetSetDescriptorType
 from typing import Any
 
 from ststrace import _errors
-from ststrace._encode import json_text
+from ststrace._text import json_text
 
 logger = logging.getLogger("ststrace")
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ststrace._encode import json_text
+from ststrace._text import json_text
 
 from ._common import Message, assistant_message, get, tool_call
 from .messages import REDACTED_THINKING

@@ -20,7 +20,7 @@ from typing import Any
 
 import orjson
 
-from ststrace._encode import json_text
+from ststrace._text import json_text
 
 from ._common import Message, arguments_text, assistant_message, get, tool_call
 

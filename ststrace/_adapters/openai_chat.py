@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ststrace._encode import json_text
+from ststrace._text import json_text
 
 from ._common import Message, assistant_message, get, new_call_id, parts_text
 from .messages import from_blocks, message_from_message_like

@@ -18,7 +18,7 @@ from typing import Any, Iterable, Iterator, Mapping
 
 import orjson
 
-from .._encode import content_text, json_text
+from .._text import content_text, json_text
 from .._reader import Trace
 from .._records import check_usage
 

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Mapping
 
-from .._encode import content_text, json_text
+from .._text import content_text, json_text
 from ._common import (
     Builder,
     Converted,

@@ -25,7 +25,7 @@ from typing import Any, Mapping
 
 import orjson
 
-from .._encode import content_text, json_text
+from .._text import content_text, json_text
 from ._common import (
     Builder,
     ConvertError,

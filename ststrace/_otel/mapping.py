@@ -34,10 +34,10 @@ from typing import Any
 
 import orjson
 
-from .._encode import content_text, json_text
+from .._text import content_text, json_text
 from .._ids import new_tool_call_id
 from .._limits import MAX_TOKEN_COUNT, token_count
-from .._session import _fingerprint
+from .._dedup import fingerprint as _fingerprint
 
 __all__ = ["MARKERS", "InputCache", "Step", "parse_span", "usage_from"]
 

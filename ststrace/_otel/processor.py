@@ -28,7 +28,8 @@ from opentelemetry.sdk.trace import SpanProcessor as _SdkSpanProcessor
 from .._errors import internal_error, logger
 from .._ids import new_tool_call_id
 from .._reader import read
-from .._session import Session, _fingerprint
+from .._dedup import fingerprint as _fingerprint
+from .._session import Session
 from .mapping import MARKERS, InputCache, Step, parse_span
 
 __all__ = ["SpanProcessor"]

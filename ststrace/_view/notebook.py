@@ -1,7 +1,7 @@
 """Traces in Jupyter: the viewer page inline.
 
 ``Trace._repr_html_`` and a closed ``Session``'s give :func:`iframe`: the
-viewer's whole page (:func:`render_html`) in ``<iframe srcdoc=...>`` with
+viewer's whole page (:func:`~ststrace._view.page.render_page`) in ``<iframe srcdoc=...>`` with
 ``sandbox="allow-scripts"`` and no ``allow-same-origin``. The page runs in an
 opaque origin, so its script cannot reach the notebook's page, cookies or
 storage; its own Content-Security-Policy (hashes of our script and stylesheet,
@@ -13,7 +13,7 @@ HTML-escaped, so the trace cannot close it.
 from __future__ import annotations
 
 import html
-from . import TraceLike, render_html
+from .page import TraceLike, render_page
 
 __all__ = ["iframe"]
 
@@ -22,7 +22,7 @@ _HEIGHT = 640
 
 def iframe(trace: TraceLike, *, height: int = _HEIGHT) -> str:
     """The viewer page of *trace* in a sandboxed ``srcdoc`` iframe."""
-    page = render_html(trace)
+    page = render_page(trace)
     name = trace.header.get("name") or trace.header.get("id") or "trace"
     return (
         f'<iframe sandbox="allow-scripts" referrerpolicy="no-referrer" title="{html.escape(str(name), quote=True)}"'

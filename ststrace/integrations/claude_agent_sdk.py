@@ -58,7 +58,7 @@ from .._adapters._common import get, parts_text
 from .._adapters.messages import from_blocks
 from .._context import current
 from .._decorators import _error_text, tool_call_id
-from .._encode import content_text
+from .._text import content_text
 from .._errors import internal_error
 from .._session import Session
 from .._subagents import links_for, new_child, tool_scope
@@ -621,7 +621,7 @@ def _prompt_arg(conv: _Conversation, prompt: Any) -> Any:
 
 
 def _session(patch: Any) -> Session | None:
-    session = current.get()
+    session: Session | None = current.get()
     if session is None or not patch.active or session.disabled or session.closed:
         return None
     return session

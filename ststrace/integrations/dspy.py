@@ -51,7 +51,7 @@ from .. import _records
 from .._adapters.usage import usage_of
 from .._context import current, in_llm_call
 from .._decorators import _error_text
-from .._encode import content_text
+from .._text import content_text
 from .._errors import internal_error
 from .._ids import new_tool_call_id
 from .._session import Session
@@ -255,7 +255,7 @@ def _exit(tokens: tuple[Token[Any], ...]) -> None:
 
 
 def _session(patch: Any) -> Session | None:
-    session = current.get()
+    session: Session | None = current.get()
     if session is None or not patch.active or session.disabled or session.closed or _active.get() is not None:
         return None
     return session

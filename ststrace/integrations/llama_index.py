@@ -22,7 +22,7 @@ from typing import Any, Callable
 
 from .. import _records, _tools
 from .._context import current, in_llm_call
-from .._encode import content_text
+from .._text import content_text
 from .._errors import internal_error
 from .._session import Session
 

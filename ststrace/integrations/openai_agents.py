@@ -36,7 +36,7 @@ from ststrace import _records
 from ststrace._adapters import input_messages
 from ststrace._adapters._common import get, parts_text
 from ststrace._context import current
-from ststrace._encode import content_text
+from ststrace._text import content_text
 from ststrace._errors import internal_error
 from ststrace._session import Session
 from ststrace._subagents import new_child, tool_scope

@@ -51,7 +51,7 @@ from typing import Any, Callable
 from .. import _records, _tools
 from .._context import current, current_tool_call, in_llm_call
 from .._decorators import _error_text, _Observer, _trace_gen
-from .._encode import content_text, json_text
+from .._text import content_text, json_text
 from .._errors import internal_error
 from .._session import Session
 from .._subagents import ToolScope, new_child, tool_scope

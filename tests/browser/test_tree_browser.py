@@ -32,6 +32,9 @@ def test_llama_tree_shows_the_active_path_and_collapses_the_other_branches(
     ]
     assert "It's 21" not in page.text("#list")  # collapsed: not drawn until opened
     page.page.locator("details.branch > summary", has_text="regenerated").click()
+    # The branch is drawn on its "toggle" event, which the browser fires in a
+    # task after the click: wait for it (asserting at once failed ~1 run in 6).
+    page.page.locator("#list", has_text="It's 21 °C and clear in Lyon.").wait_for(timeout=5000)
     assert "It's 21 °C and clear in Lyon." in page.text("#list")
     assert not page.errors
     assert all(url.startswith("file://") for url in page.requests)
