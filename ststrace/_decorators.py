@@ -11,6 +11,7 @@ with a bare ``raise`` (same object, same traceback).
 from __future__ import annotations
 
 import concurrent.futures
+import copy
 import contextvars
 import functools
 import inspect
@@ -875,8 +876,7 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
         offered = _offered_tools(kwargs)
         if offered:
             try:
-                # After the inputs: the reply the model gives with these tools carries them.
-                session._offer_tools(_tools.definitions(offered))
+                _offer(session, offered)
             except Exception as exc:
                 internal_error(exc, "@llm tools")
     try:
@@ -887,6 +887,19 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
     except Exception as exc:
         internal_error(exc, "@llm")
         return None
+
+
+def _offer(session: Session, offered: Any) -> None:
+    # An agent loop passes the same tools= list on every call: when it is the
+    # list offered last and still equal to what it was then (a C-level compare,
+    # ~0.3 us), its set is known and the conversion (~5 us) is skipped.
+    last = session._tools_last
+    if last is not None and last[0] is offered and offered == last[1]:
+        return
+    # After the inputs: the reply the model gives with these tools carries them.
+    session._offer_tools(_tools.definitions(offered))
+    if type(offered) is list and all(type(t) is dict for t in offered):
+        session._tools_last = (offered, copy.deepcopy(offered))
 
 
 def _llm_observer(session: Session, model: str | None, capture_input: bool, args: Any, kwargs: Any) -> _Observer | None:

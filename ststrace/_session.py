@@ -156,6 +156,8 @@ class Session:
         self._replies: deque[int] = deque(maxlen=_dedup.MAX_REPLIES)
         #: Tool sets (and @tool schemas) recorded already, by key (see _offer_tools).
         self._tools_seen: set[Any] = set()
+        #: The last plain ``tools=`` list offered, and a copy of it as it was then (see _begin_llm).
+        self._tools_last: tuple[Any, Any] | None = None
         #: Tool definitions waiting for the next message, which carries them.
         self._tools_next: list[dict[str, Any]] | None = None
         self._tools_unwritten = 0

@@ -390,3 +390,37 @@ def test_llm_reads_the_tools_of_every_provider_shape(tmp_path: Path) -> None:
             call(**kwargs)
         (reply,) = _lines(path)
         assert reply.get("tools") == want, name
+
+
+def test_the_same_tools_list_mutated_in_place_is_recorded_again(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent passes one tools= list on every call: converted once, and again
+    when it changed in place (the cache keeps a copy, not just the object)."""
+    import copy
+
+    from ststrace import _tools, llm
+
+    converted: list[int] = []
+    real = _tools.definitions
+    monkeypatch.setattr(_tools, "definitions", lambda value: converted.append(1) or real(value))
+
+    @llm
+    def call(**kwargs: Any) -> str:
+        return "ok"
+
+    offered = copy.deepcopy(CHAT_TOOLS[:1])
+    path = tmp_path / "t.jsonl"
+    with Session(path):
+        for _ in range(3):
+            call(tools=offered)
+        offered[0]["function"]["description"] = "Changed in place."
+        call(tools=offered)
+        offered.append(copy.deepcopy(CHAT_TOOLS[1]))
+        call(tools=offered)
+        call(tools=offered)
+    assert len(converted) == 3
+    sets = [m["tools"] for m in _lines(path) if "tools" in m]
+    assert [[t["function"].get("description") for t in s] for s in sets] == [
+        [CHAT_TOOLS[0]["function"].get("description")],
+        ["Changed in place."],
+        ["Changed in place.", CHAT_TOOLS[1]["function"].get("description")],
+    ]
