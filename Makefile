@@ -32,7 +32,7 @@ PHX    := .venv-phoenix
 PHX_STAMP := $(PHX)/.ststrace-installed
 PHX_TESTS := tests/test_otel_phoenix.py
 
-.PHONY: demo test bench typecheck clean
+.PHONY: demo test docs bench typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,24 @@ test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP)
 	$(PHX)/bin/python -m pytest -q -rs -p no:cacheprovider $(PHX_TESTS)
 	$(BIN)/python -m pytest -q -rs
 
+# The documentation site (MkDocs, mkdocs-material, mkdocstrings) from the `docs`
+# extra in .venv-docs, with uv where it is installed (pip otherwise); --strict:
+# a broken link or anchor, a page left out of the nav or an unreadable docstring
+# fails the build. Output in site/.
+DOCS := .venv-docs
+$(DOCS)/.ststrace-installed: pyproject.toml
+	if command -v uv >/dev/null 2>&1; then \
+	  { test -x $(DOCS)/bin/python || uv venv -q $(DOCS) --python $(PYTHON); } && \
+	  uv pip install -q --python $(DOCS)/bin/python -e '.[docs]'; \
+	else \
+	  { test -x $(DOCS)/bin/python || $(PYTHON) -m venv $(DOCS); } && \
+	  $(DOCS)/bin/python -m pip install --quiet --disable-pip-version-check -e '.[docs]'; \
+	fi
+	touch $@
+
+docs: $(DOCS)/.ststrace-installed
+	NO_MKDOCS_2_WARNING=1 $(DOCS)/bin/python -m mkdocs build --strict --site-dir site
+
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy
 
@@ -71,4 +89,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) $(DOCS) site .venv-crewai traces .pytest_cache .mypy_cache
