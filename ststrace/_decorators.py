@@ -713,7 +713,7 @@ def tool(
     schema: Mapping[str, Any] | None = None,
 ) -> Any:
     """Record each call of the decorated function as a tool result paired with
-    the model's tool call (see the README for the pairing rules).
+    the model's tool call (see docs/decorators.md for the pairing rules).
 
     The tool's JSON schema is built once, here, from the signature, type hints
     and docstring (*schema* gives one instead: a whole definition or just its

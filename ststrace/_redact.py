@@ -485,12 +485,12 @@ _Row = tuple[str, str, int, str, "_Rule"]
 
 def describe() -> list[tuple[str, str]]:
     """``(kind, what it finds)`` for every built-in kind, sorted by what it
-    finds: the README's list of detected secrets is this table."""
+    finds: the list of detected secrets in docs/secrets.md is this table."""
     return sorted(((kind, _TITLES[kind]) for kind in KINDS), key=lambda kt: kt[1].lower())
 
 
 def readme_list() -> str:
-    """The README's list of detected secrets (between its ``detectors`` markers)."""
+    """The list of detected secrets in docs/secrets.md (between its ``detectors`` markers)."""
     return "".join(f"- {title}\n" for _, title in describe())
 
 

@@ -48,7 +48,7 @@ class Session:
     """One agent run, written as one STS JSONL file.
 
     Use ``with Session(...) as s:`` or ``async with``; decorated functions and
-    instrumented clients inside record into it. See the README for arguments.
+    instrumented clients inside record into it. See docs/sessions.md for arguments.
     """
 
     def __init__(
@@ -638,7 +638,7 @@ class Session:
         OpenAI, Responses, Anthropic or bare ``{name, description, parameters}``
         shape), ``@tool`` functions or plain functions (their schema is built
         from the signature). Written on the next message as its ``tools`` field,
-        once per distinct set (see the README, "Tool schemas")."""
+        once per distinct set (see docs/tool-schemas.md)."""
         if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Iterable):
             raise BadArgument(f"tools must be a list of tool definitions or functions, not {type(tools).__name__}")
         defs: list[dict[str, Any]] = []

@@ -29,7 +29,7 @@ UPPER = string.ascii_uppercase + string.digits
 LOWER = string.ascii_lowercase + string.digits
 B64 = _B62 + "+/"
 BECH32 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
-README = Path(__file__).resolve().parent.parent / "README.md"
+SECRETS_PAGE = Path(__file__).resolve().parent.parent / "docs" / "secrets.md"
 
 #: (kind, the secret, text with {} where it goes)
 BREADTH: list[tuple[str, str, str]] = [
@@ -165,12 +165,12 @@ def test_every_kind_has_a_title() -> None:
     assert all(title for _, title in table)
 
 
-def test_the_readme_lists_the_detector_table() -> None:
-    """README.md's list between the markers is generated from the table: regenerate
+def test_the_secrets_page_lists_the_detector_table() -> None:
+    """docs/secrets.md's list between the markers is generated from the table: regenerate
     with ``python -c 'import ststrace._redact as r; print(r.readme_list(), end="")'``."""
-    text = README.read_text(encoding="utf-8")
+    text = SECRETS_PAGE.read_text(encoding="utf-8")
     m = re.search(r"<!-- detectors:start -->\n(.*?)<!-- detectors:end -->", text, re.S)
-    assert m is not None, "README.md lacks the <!-- detectors:start --> ... <!-- detectors:end --> block"
+    assert m is not None, "docs/secrets.md lacks the <!-- detectors:start --> ... <!-- detectors:end --> block"
     assert m.group(1) == readme_list()
 
 

@@ -160,7 +160,7 @@ class SpanProcessor(_SdkSpanProcessor):
     ``metadata``, ``redact``, ``max_field_chars``, ``durable``, ...), applied to
     every session. A trace's spans that carry ``gen_ai.conversation.id`` go to
     that conversation's session, so one conversation spread over several traces
-    is one file; see the README for the rule.
+    is one file; see docs/opentelemetry.md for the rule.
 
     *max_queue* bounds the spans waiting for the worker; past it spans are
     dropped, counted in :attr:`dropped` and logged.
