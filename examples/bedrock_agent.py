@@ -8,6 +8,7 @@ The tools are not decorated.
 
 Run it with::
 
+    pip install 'ststrace[bedrock]'
     python examples/bedrock_agent.py
 
 With AWS credentials in the environment (``AWS_ACCESS_KEY_ID``) it talks to

@@ -6,6 +6,7 @@ The agent is ordinary Chat Completions code; tracing adds exactly two things:
 
 Run it with::
 
+    pip install 'ststrace[openai]'
     python examples/openai_agent.py
 
 With ``OPENAI_API_KEY`` set it talks to the real API (model from ``OPENAI_MODEL``,

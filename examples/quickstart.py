@@ -1,7 +1,11 @@
 """ststrace quick start: a tiny agent loop with a fake model and two tools.
 
-Run it with ``make demo`` (or ``python examples/quickstart.py`` inside the
-venv). It writes one STS trace into ./traces/, validates it with ststrace's own
+Run it with ``make demo``, or::
+
+    pip install ststrace
+    python examples/quickstart.py
+
+It writes one STS trace into ./traces/, validates it with ststrace's own
 validator, renders it to a self-contained HTML page, and prints both paths.
 """
 
