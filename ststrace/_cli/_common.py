@@ -25,6 +25,7 @@ __all__ = [
     "source_format",
     "non_negative_int",
     "one_line",
+    "path_problem",
     "positive_float",
     "trace_file",
     "warn",
@@ -63,6 +64,37 @@ def describe(exc: BaseException) -> str:
             return one_line(f"{os.fsdecode(name)}: {reason}")
         return one_line(str(exc))
     return one_line(str(exc)) or type(exc).__name__
+
+
+def path_problem(exc: OSError, role: str = "") -> str:
+    """What is wrong with which path, in words, for an OSError about a file the user
+    named (never the raw ``[Errno 2] No such file or directory: 'x'``). *role* says
+    what the path was for ("output directory")."""
+    import errno
+
+    name = os.fsdecode(exc.filename) if exc.filename is not None else None
+    what = f"{role} " if role else ""
+    if name is None:
+        return one_line(exc.strerror or str(exc))
+    if exc.errno == errno.ENOENT:
+        return f"{what}{name}: no such file or directory"
+    if exc.errno == errno.EEXIST:
+        kind = "a directory" if os.path.isdir(name) else "a file"
+        return f"{what}{name}: {kind} of that name already exists" + (", not a directory" if kind == "a file" and role.endswith("directory") else "")
+    if exc.errno == errno.ENOTDIR:
+        # Name the part of the path that is a file where a directory was needed.
+        part = Path(name)
+        blocker = next((q for q in [part, *part.parents] if q.exists() and not q.is_dir()), None)
+        if blocker is not None and blocker != part:
+            return f"{what}{name}: {blocker} is a file, not a directory"
+        return f"{what}{name}: not a directory"
+    if exc.errno == errno.EISDIR:
+        return f"{what}{name}: is a directory, not a file"
+    if exc.errno in (errno.EACCES, errno.EPERM):
+        return f"{what}{name}: permission denied"
+    if exc.errno == errno.ENOSPC:
+        return f"{what}{name}: no space left on the device"
+    return f"{what}{name}: {(exc.strerror or str(exc)).lower()}"
 
 
 def warn(prog: str, message: str) -> None:

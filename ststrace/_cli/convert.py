@@ -28,6 +28,7 @@ from .._convert import (
     write_new,
 )
 from .._convert.to_pi import CONVERTED_BY, pi_bytes
+from ._common import path_problem
 
 __all__ = ["plural", "run", "setup"]
 
@@ -202,7 +203,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        print(f"ststrace convert: cannot create {outdir}: {exc}", file=err)
+        print(f"ststrace convert: cannot create the {path_problem(exc, 'output directory')}", file=err)
         return 1
     files, subagents = input_files(args.inputs, outdir)
     if not files:
@@ -282,6 +283,10 @@ def _reason(path: Path, exc: BaseException) -> str:
         text = exc.cli_message()
     elif isinstance(exc, FileExistsError):
         return f"{path}: {exc.filename or exc} already exists; not overwritten"
+    elif isinstance(exc, OSError) and exc.filename is not None:
+        # A path's problem in words, naming the input whose conversion it stopped.
+        text = path_problem(exc)
+        return text if os.fsdecode(exc.filename) == str(path) else f"{path}: {text}"
     elif isinstance(exc, (_Refused, OSError, ValueError)):
         text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
     else:

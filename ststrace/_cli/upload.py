@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import re
 import sys
 from typing import Any, Iterator, TextIO
 
@@ -53,6 +54,39 @@ def _quiet_refusals() -> Iterator[None]:
         log.removeFilter(drop)
 
 
+# What an unreachable Hub raises, by class name: httpx, requests, urllib3 and
+# huggingface_hub's offline mode (their classes need not be imported to be named).
+_UNREACHABLE = frozenset(
+    {"ConnectError", "ConnectTimeout", "ConnectionError", "NameResolutionError", "NewConnectionError",
+     "MaxRetryError", "OfflineModeIsEnabled", "ReadTimeout", "Timeout", "TimeoutException", "ProxyError"}
+)
+
+
+def _hub_failure(exc: BaseException, api: Any) -> str:
+    """One line for a failed upload that names the Hub's address and whether a token
+    was found, the two things to check first (the token itself is never shown)."""
+    endpoint, token = "the Hugging Face Hub", None
+    with contextlib.suppress(Exception):
+        from huggingface_hub import constants, get_token
+
+        endpoint = str(getattr(api, "endpoint", None) or constants.ENDPOINT)
+        token = getattr(api, "token", None) or get_token()
+    found = "a Hugging Face token was found" if token else "no Hugging Face token was found (HF_TOKEN, or hf auth login)"
+    chain, seen = [], set()
+    cur: BaseException | None = exc
+    while cur is not None and id(cur) not in seen:
+        seen.add(id(cur))
+        chain.append(cur)
+        cur = cur.__cause__ or cur.__context__
+    down = next((e for e in chain if type(e).__name__ in _UNREACHABLE or isinstance(e, (ConnectionError, TimeoutError))), None)
+    if down is not None:
+        reason = re.sub(r"^\[Errno -?\d+\]\s*", "", str(down).strip()) or type(down).__name__
+        if type(down).__name__ == "OfflineModeIsEnabled":
+            reason = "offline mode is on (HF_HUB_OFFLINE)"
+        return f"cannot reach {endpoint}: {reason}; {found}"
+    return f"upload to {endpoint} failed: {type(exc).__name__}: {exc}; {found}"
+
+
 #: Findings printed per refused file.
 MAX_SHOWN = 20
 
@@ -79,7 +113,7 @@ def run(args: argparse.Namespace, *, api: Any = None) -> int:
         print(f"ststrace upload: {exc}", file=err)
         return 1
     except Exception as exc:  # errors from the Hub (HTTP, auth) end the command with one line
-        print(f"ststrace upload: upload failed: {type(exc).__name__}: {exc}", file=err)
+        print(f"ststrace upload: {_hub_failure(exc, api)}", file=err)
         return 1
     refused = [i for i in items if i.status == "refused"]
     for item in refused:

@@ -26,10 +26,36 @@ def _not_sts(path: Path) -> list[Any]:
     from .._reader import Problem
 
     fmt = source_format(path)
-    if fmt == "sts":
+    if fmt == "sts" or (fmt == "pi" and _sts_without_harness(path)):
+        # The reader then names what is wrong: a header without `harness`.
         return []
     what = FORMAT_LABELS.get(fmt, fmt)
     return [Problem(1, "not-sts", f"this is {what}, not STS; `ststrace convert` turns it into STS", "error")]
+
+
+def _sts_without_harness(path: Path) -> bool:
+    """An STS file whose header lacks ``harness``: detection calls it Pi (Pi's header has
+    none), but its lines are STS's (no Pi ``version``; messages without Pi's ``id`` /
+    ``parentId``, in STS roles: ``tool`` with ``toolCallId``, not Pi's ``toolResult``)."""
+    import orjson
+
+    try:
+        with open(path, "rb") as f:
+            lines = [orjson.loads(raw) for raw, _ in zip(f, range(50)) if raw.strip()]
+    except (OSError, ValueError):
+        return False
+    if not lines or not all(isinstance(o, dict) for o in lines):
+        return False
+    header, rest = lines[0], lines[1:]
+    if "harness" in header or "version" in header or header.get("type") != "session":
+        return False
+    return all(
+        o.get("type") == "message"
+        and not ({"id", "parentId"} & o.keys())
+        and isinstance(m := o.get("message"), dict)
+        and m.get("role") in ("user", "assistant", "system", "tool")
+        for o in rest
+    )
 
 
 def run(args: argparse.Namespace) -> int:
