@@ -187,3 +187,19 @@ def test_the_replay_blocks_run_offline_exactly_as_printed(tmp_path: Path) -> Non
         )
         assert done.returncode == 0, f"{_name(page)}:{line}:\n{done.stderr[-3000:]}"
         assert sorted(p.name for p in cwd.glob("*.jsonl")) == ["recorded.jsonl", "replayed.jsonl"]
+
+
+def test_the_readme_is_a_front_door_whose_links_resolve() -> None:
+    """At most 300 lines of reasonable width; every relative link names a file that
+    exists (the docs site's own links are checked by `mkdocs build --strict`)."""
+    text = README.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    assert len(lines) <= 300
+    assert max(map(len, lines)) <= 120, max(lines, key=len)
+    links = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [link for link in links if not re.match(r"[a-z]+:", link)]
+    assert len(local) >= 20
+    missing = [link for link in local if not (ROOT / link).exists()]
+    assert missing == []
+    for required in ("make demo", "make test", "## Quick start"):
+        assert required in text
