@@ -1,8 +1,8 @@
 """Token shapes at the breadth of gitleaks' default rules (issue 24, items 3-4).
 
 Every built-in kind has a positive here or in tests/test_redact.py; every
-new shape has look-alikes that must stay untouched; the README's list of
-detected secrets is generated from the detector table (``_redact.TITLES``).
+new shape has look-alikes that must stay untouched; the list of
+detected secrets in docs/secrets.md is generated from the detector table (``_redact.TITLES``).
 
 The samples are our own, built as gitleaks' rule generators build theirs
 (``cmd/generate/config/rules/*.go``: the vendor's prefix plus a random body
