@@ -342,9 +342,12 @@
   // and no referrer; images are never loaded, only linked. Tool results and
   // arguments stay raw: they are program output, rarely Markdown.
 
-  // marked's emphasis parsing is quadratic in the worst case ("_a" repeated:
-  // 20,000 chars take about 1 s), so longer text is drawn raw.
-  var MD_MAX_CHARS = 20000;
+  // marked's inline parsing is quadratic in the worst case ("_a" repeated:
+  // 5,000 chars in one paragraph take about 0.1 s, 20,000 about 1 s). So text
+  // longer than MD_MAX_CHARS is drawn raw, and so is one run of inline text
+  // (a paragraph, a heading, a table cell) longer than MD_INLINE_MAX_CHARS.
+  var MD_MAX_CHARS = 50000;
+  var MD_INLINE_MAX_CHARS = 5000;
   var Lexer = window.marked && typeof window.marked.Lexer === "function" ? window.marked.Lexer : null;
   var mdOptions = null;
   var ENTITIES = { amp: "&", lt: "<", gt: ">", quot: "\"", apos: "'", nbsp: "\u00a0" };
@@ -357,7 +360,19 @@
         mdOptions.gfm = true;
         mdOptions.breaks = true;  // a line break in a chat message is meant
       }
-      return new Lexer(mdOptions).lex(text);
+      // Lexer.lex() in two steps (as marked 18 does it), so that each run of
+      // inline text can be capped.
+      var lx = new Lexer(mdOptions);
+      if (typeof lx.blockTokens !== "function" || !Array.isArray(lx.inlineQueue)) return null;
+      lx.blockTokens(text.replace(/\r\n?/g, "\n"), lx.tokens);
+      var queue = lx.inlineQueue;
+      for (var k = 0; k < queue.length; k++) {
+        lx.state.inRawBlock = false;
+        if (queue[k].src.length <= MD_INLINE_MAX_CHARS) lx.inlineTokens(queue[k].src, queue[k].tokens);
+        else queue[k].tokens.push({ type: "rawtext", text: queue[k].src });
+      }
+      lx.inlineQueue = [];
+      return lx.tokens;
     } catch (e) {
       return null;  // (deep nesting overflows marked's stack): drawn raw
     }
@@ -419,6 +434,7 @@
         case "image": mdLink(parent, t, true); return;
         case "checkbox": e = el("span", "md-check", t.checked ? "\u2611 " : "\u2610 "); break;
         case "html": e = el("span", "md-html"); appendHighlighted(e, str(t.text)); break;
+        case "rawtext": e = el("span", "md-raw"); appendHighlighted(e, str(t.text)); break;
         default: appendHighlighted(parent, str(t.raw !== undefined ? t.raw : t.text)); return;
       }
       parent.appendChild(e);
