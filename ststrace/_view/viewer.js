@@ -389,11 +389,11 @@
     });
   }
 
+  // Only what starts exactly so is followed: javascript:, data:, file:, a
+  // relative path (nothing to open beside a file), and any scheme hidden behind
+  // spaces or control characters are not.
   function safeHref(href) {
-    if (typeof href !== "string") return null;
-    var u;
-    try { u = new URL(href); } catch (e) { return null; }  // relative: nothing to open from a file
-    return u.protocol === "http:" || u.protocol === "https:" || u.protocol === "mailto:" ? u.href : null;
+    return typeof href === "string" && /^(https?:\/\/|mailto:)[^\s\u0000-\u001f\u007f]+$/i.test(href) ? href : null;
   }
 
   function mdLink(parent, t, image) {
@@ -796,7 +796,7 @@
       parts.push(plural(messages.length, "message") + " in " + plural(items.length, "entry", "entries"));
     }
     if (lo > 0 || hi < view.length) {
-      parts.push("showing entries " + nf.format(view.length ? lo + 1 : 0) + "–" + nf.format(hi) + " of " + nf.format(view.length));
+      parts.push("showing entries " + nf.format(view.length ? lo + 1 : 0) + "–" + nf.format(hi) + (filtered ? " of " + nf.format(view.length) : ""));
     }
     statusEl.textContent = parts.join(" · ");
     statusEl.title = "An entry is one message with the results of its tool calls beside it";
