@@ -441,10 +441,21 @@
     });
   }
 
-  function mdBlocks(parent, tokens) {
+  // Browsers stop laying out elements nested some hundreds deep (their text
+  // disappears): quotes and lists deeper than this are drawn as their source.
+  var MD_MAX_DEPTH = 12;
+
+  function mdBlocks(parent, tokens, depth) {
+    depth = depth || 0;
     tokens.forEach(function (t) {
       if (!isObject(t)) return;
       var e;
+      if ((t.type === "blockquote" || t.type === "list") && depth >= MD_MAX_DEPTH) {
+        e = el("div", "md-raw");
+        appendHighlighted(e, str(t.raw).replace(/\n+$/, ""));
+        parent.appendChild(e);
+        return;
+      }
       switch (t.type) {
         case "space": case "def": return;
         case "paragraph": e = el("p"); mdInline(e, Array.isArray(t.tokens) ? t.tokens : []); break;
@@ -468,13 +479,13 @@
           appendHighlighted(code, str(t.text));
           e.appendChild(code);
           break;
-        case "blockquote": e = el("blockquote"); mdBlocks(e, Array.isArray(t.tokens) ? t.tokens : []); break;
+        case "blockquote": e = el("blockquote"); mdBlocks(e, Array.isArray(t.tokens) ? t.tokens : [], depth + 1); break;
         case "list":
           e = el(t.ordered ? "ol" : "ul");
           if (t.ordered && typeof t.start === "number" && t.start !== 1) e.start = t.start;
           (Array.isArray(t.items) ? t.items : []).forEach(function (item) {
             var li = el("li", isObject(item) && item.task ? "task" : null);
-            if (isObject(item)) mdBlocks(li, Array.isArray(item.tokens) ? item.tokens : []);
+            if (isObject(item)) mdBlocks(li, Array.isArray(item.tokens) ? item.tokens : [], depth + 1);
             e.appendChild(li);
           });
           break;
@@ -502,7 +513,7 @@
         case "html": e = el("div", "md-html"); appendHighlighted(e, str(t.text).replace(/\n+$/, "")); break;
         case "checkbox": e = el("span", "md-check", t.checked ? "\u2611 " : "\u2610 "); break;
         default:
-          if (Array.isArray(t.tokens)) { e = el("div"); mdBlocks(e, t.tokens); }
+          if (Array.isArray(t.tokens)) { e = el("div"); mdBlocks(e, t.tokens, depth + 1); }
           else { e = el("p"); appendHighlighted(e, str(t.raw !== undefined ? t.raw : t.text)); }
       }
       parent.appendChild(e);
