@@ -618,6 +618,11 @@
     return null;
   }
 
+  // Whether Markdown could draw *text* other than as it is: plain prose ("fix
+  // the bug") gets no switch. A cheap over-approximation, not a parse.
+  var MD_SYNTAX = /[*_`#>|~\[\]<&\\]|^ {0,3}([-+]|\d{1,9}[.)])\s|^ {4}|https?:\/\/|www\.|mailto:|^ {0,3}=+\s*$/m;
+  function looksMarked(text) { return text !== "" && text.length <= MD_MAX_CHARS && MD_SYNTAX.test(text); }
+
   // The per-message switch between the Markdown and the raw text.
   function rawButton(i) {
     var b = el("button", "raw-btn");
@@ -729,8 +734,7 @@
       if (m.toolCallId !== undefined) extra.push(inline("span", "callid", str(m.toolCallId)));
       if (isError(str(m.content))) extra.push(el("span", "badge error", "error"));
     }
-    var mdText = (!it.orphan && MD_ROLES[role] && str(m.content) !== "" && str(m.content).length <= MD_MAX_CHARS) ||
-      (str(m.reasoningContent) !== "" && str(m.reasoningContent).length <= MD_MAX_CHARS);
+    var mdText = (!it.orphan && MD_ROLES[role] && looksMarked(str(m.content))) || looksMarked(str(m.reasoningContent));
     art.appendChild(renderHead(m, it.i, role, extra, mdText ? rawButton(it.i) : null));
     var reasoning = str(m.reasoningContent);
     if (reasoning !== "") {

@@ -87,6 +87,7 @@ def answer_page(tmp_path: Path) -> Path:
         },
         {"role": "tool", "toolCallId": "c1", "content": TOOL_OUTPUT, "timestamp": T0 + 2500},
         {"role": "assistant", "content": "Finished *now*.", "model": "m", "timestamp": T0 + 3000},
+        {"role": "user", "content": "Thanks, that is all.", "timestamp": T0 + 4000},
     ]
     return make_page(tmp_path / "md.jsonl", msgs, {"type": "session", "harness": "demo", "id": "md-1", "name": "Markdown"})
 
@@ -127,6 +128,9 @@ def test_markdown_is_rendered(answer_page: Path, open_page: Open) -> None:
     assert page.locator("#L3 .text-body em").inner_text() == "render"
     assert page.locator("#L3 .text-body").inner_text() == "Can you render this?\nSecond line"
     assert page.locator("#L4 details.thinking .text-body strong").inner_text() == "the table"
+    # Plain prose needs no switch between Markdown and raw.
+    assert page.locator("#L7 .raw-btn").count() == 0 and page.locator("#L7 .text-body").inner_text() == "Thanks, that is all."
+    assert page.locator("#L2 .raw-btn, #L3 .raw-btn, #L4 .raw-btn, #L6 .raw-btn").count() == 4
     # Tool arguments and results are program output: shown as they are.
     assert page.locator("#L5 .text-body").inner_text() == TOOL_OUTPUT
     assert page.locator("#L5 .text-body.md").count() == 0
