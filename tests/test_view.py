@@ -101,6 +101,9 @@ def test_assets_load_nothing_and_never_parse_html() -> None:
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "srcdoc"):
         assert sink not in js, sink
     assert "</script" not in js.lower()
+    # Markdown: marked's lexer only, never its HTML renderer or parser.
+    assert "marked.Lexer" in js
+    assert not re.search(r"marked\.(parse|parseInline|Parser|Renderer|use)\b|marked\(", js)
 
 
 def test_render_accepts_a_trace_object(tmp_path: Path) -> None:
