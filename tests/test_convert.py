@@ -215,6 +215,8 @@ def test_codex_user_prompt_recorded_once_and_context_is_system() -> None:
     patch = next(c for m in assistants for c in m.get("toolCalls", ()) if c["function"]["name"] == "apply_patch")
     assert json.loads(patch["function"]["arguments"])["input"].startswith("*** Begin Patch")
     assert trace.header["version"] == "0.130.0" and trace.header["cwd"] == "/workspace"
+    # Codex keeps no title: the first prompt names the session.
+    assert trace.header["name"] == "make me a dashboard for rss, youtube, and newsletters all in one place"
 
 
 def test_codex_event_before_item_and_no_events(tmp_path: Path) -> None:
@@ -250,6 +252,14 @@ def test_codex_event_before_item_and_no_events(tmp_path: Path) -> None:
     src2 = tmp_path / "old.jsonl"
     src2.write_text("\n".join([json.dumps(meta), line("response_item", prompt_item)]) + "\n")
     assert [(m["role"], m["content"]) for m in convert(src2)[0].messages] == [("user", "fix the bug")]
+    assert convert(src2)[0].header["name"] == "fix the bug"
+    # A long first prompt gives its first line, shortened; no prompt, no name.
+    long_prompt = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "\n  " + "word " * 40 + "\nsecond line"}]}
+    src2.write_text("\n".join([json.dumps(meta), line("response_item", long_prompt)]) + "\n")
+    name = convert(src2)[0].header["name"]
+    assert name.startswith("word word") and name.endswith("…") and len(name) == 80
+    src2.write_text("\n".join([json.dumps(meta), line("response_item", {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]})]) + "\n")
+    assert "name" not in convert(src2)[0].header
 
 
 def test_pi_sample_keeps_name_images_and_errors() -> None:

@@ -101,6 +101,9 @@ def test_assets_load_nothing_and_never_parse_html() -> None:
     for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function", "srcdoc"):
         assert sink not in js, sink
     assert "</script" not in js.lower()
+    # Markdown: marked's lexer only, never its HTML renderer or parser.
+    assert "marked.Lexer" in js
+    assert not re.search(r"marked\.(parse|parseInline|Parser|Renderer|use)\b|marked\(", js)
 
 
 def test_render_accepts_a_trace_object(tmp_path: Path) -> None:
@@ -136,3 +139,20 @@ def test_is_viewer_html(tmp_path: Path) -> None:
     other.write_text("<html><body>hand-written</body></html>")
     assert not is_viewer_html(other)
     assert not is_viewer_html(tmp_path / "missing.html")
+
+
+def test_vendored_markdown_lexer_is_shipped_and_inlined(tmp_path: Path) -> None:
+    """marked (vendor/README.md) ships in the package with its licence and goes
+    into the page's one script, without its source-map comment; nothing in it
+    can end or open a script element."""
+    vendor = resources.files("ststrace._view").joinpath("vendor")
+    marked = vendor.joinpath("marked.umd.js").read_text(encoding="utf-8")
+    assert marked.startswith("/**\n * marked v18.3.0")
+    assert "Copyright (c) 2018+, MarkedJS" in vendor.joinpath("LICENSE-marked").read_text(encoding="utf-8")
+    readme = vendor.joinpath("README.md").read_text(encoding="utf-8")
+    assert "18.3.0" in readme and hashlib.sha256(marked.encode()).hexdigest() in readme
+    assert not re.search(r"</?script", marked, re.I)
+    page = render_html(write_trace(tmp_path / "t.jsonl", [{"role": "user", "content": "*hi*"}]))
+    (script,) = inline(page, "script")
+    assert script.startswith("/**\n * marked v18.3.0") and "sourceMappingURL" not in script
+    assert script.endswith(resources.files("ststrace._view").joinpath("viewer.js").read_text(encoding="utf-8"))

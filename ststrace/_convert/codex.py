@@ -26,6 +26,7 @@ from ._common import (
     image_mime,
     iter_jsonl,
     placeholder,
+    shorten,
     str_or_none,
     to_ms,
     usage_counts,
@@ -158,6 +159,10 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
             summary = p.get("message")
             if isinstance(summary, str) and summary.strip():
                 b.system(f"[compaction summary]\n{summary}", ts)
+    # Codex keeps no title: the first prompt names the session, as Claude Code's
+    # and Gemini CLI's converters do.
+    first = next((m["content"] for m in b.messages if m["role"] == "user" and m["content"].strip()), None)
+    b.name = shorten(first) if first is not None else None
     return finish([b], file_dropped)
 
 

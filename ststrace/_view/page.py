@@ -54,13 +54,20 @@ def embed_json(obj: Any) -> str:
     return dumps(obj).decode("utf-8").translate(_JSON_ESCAPES)
 
 
+_SOURCE_MAP = re.compile(r"^//# sourceMappingURL=.*$", re.M)
+
+
 @lru_cache(maxsize=1)
 def _assets() -> tuple[str, str, str]:
     pkg = resources.files(__package__ or "ststrace._view")
+    # marked (vendor/README.md) goes first in the page's one script: only its
+    # lexer is used, and viewer.js builds the DOM from its tokens. Its source-map
+    # comment is dropped so that no developer tool asks for a file we do not ship.
+    marked = _SOURCE_MAP.sub("", pkg.joinpath("vendor").joinpath("marked.umd.js").read_text(encoding="utf-8"))
     return (
         pkg.joinpath("template.html").read_text(encoding="utf-8"),
         pkg.joinpath("viewer.css").read_text(encoding="utf-8"),
-        pkg.joinpath("viewer.js").read_text(encoding="utf-8"),
+        marked.rstrip() + "\n" + pkg.joinpath("viewer.js").read_text(encoding="utf-8"),
     )
 
 

@@ -19,6 +19,7 @@
   var TITLE_CHARS = 300;       // tooltips
   var PIECE_CHARS = 400;
   var ROLES = { user: "User", assistant: "Assistant", system: "System", tool: "Tool" };
+  var MD_ROLES = { user: true, assistant: true, system: true };  // whose text is drawn as Markdown
 
   var data;
   try {
@@ -245,8 +246,8 @@
         head.appendChild(el("span", "role", ROLES[roleOf(m)] || "no role"));
         if (typeof m.model === "string" && m.model) head.appendChild(inline("span", "model", m.model));
         row.appendChild(head);
-        if (str(m.reasoningContent) !== "") row.appendChild(textBlock(str(m.reasoningContent), "mono"));
-        if (str(m.content) !== "") row.appendChild(textBlock(str(m.content), ""));
+        if (str(m.reasoningContent) !== "") row.appendChild(textBlock(str(m.reasoningContent), "mono", { i: null }));
+        if (str(m.content) !== "") row.appendChild(textBlock(str(m.content), "", MD_ROLES[roleOf(m)] ? { i: null } : null));
         if (Array.isArray(m.toolCalls)) {
           m.toolCalls.forEach(function (tc) {
             var fn = isObject(tc) && isObject(tc.function) ? tc.function : {};
@@ -331,13 +332,234 @@
     return n;
   }
 
-  function textBlock(text, cls) {
+  // ---- Markdown -------------------------------------------------------------
+  // User, assistant and system text and reasoning are drawn as Markdown. marked's
+  // lexer (vendored, see vendor/README.md) turns the text into tokens, and the DOM
+  // is built here from an allow-list of token types with createElement and text
+  // nodes. marked's HTML renderer is never used, so no HTML string is ever
+  // parsed: raw HTML in a trace is an `html` token and is drawn as the text it
+  // is. Links go only to http(s) and mailto URLs, in a new tab, with no opener
+  // and no referrer; images are never loaded, only linked. Tool results and
+  // arguments stay raw: they are program output, rarely Markdown.
+
+  // marked's inline parsing is quadratic in the worst case ("_a" repeated:
+  // 5,000 chars in one paragraph take about 0.1 s, 20,000 about 1 s). So text
+  // longer than MD_MAX_CHARS is drawn raw, and so is one run of inline text
+  // (a paragraph, a heading, a table cell) longer than MD_INLINE_MAX_CHARS.
+  var MD_MAX_CHARS = 50000;
+  var MD_INLINE_MAX_CHARS = 5000;
+  var Lexer = window.marked && typeof window.marked.Lexer === "function" ? window.marked.Lexer : null;
+  var mdOptions = null;
+  var ENTITIES = { amp: "&", lt: "<", gt: ">", quot: "\"", apos: "'", nbsp: "\u00a0" };
+
+  function mdTokens(text) {
+    if (!Lexer || text.length > MD_MAX_CHARS) return null;
+    try {
+      if (!mdOptions) {
+        mdOptions = window.marked.getDefaults();
+        mdOptions.gfm = true;
+        mdOptions.breaks = true;  // a line break in a chat message is meant
+      }
+      // Lexer.lex() in two steps (as marked 18 does it), so that each run of
+      // inline text can be capped.
+      var lx = new Lexer(mdOptions);
+      if (typeof lx.blockTokens !== "function" || !Array.isArray(lx.inlineQueue)) return null;
+      lx.blockTokens(text.replace(/\r\n?/g, "\n"), lx.tokens);
+      var queue = lx.inlineQueue;
+      for (var k = 0; k < queue.length; k++) {
+        lx.state.inRawBlock = false;
+        if (queue[k].src.length <= MD_INLINE_MAX_CHARS) lx.inlineTokens(queue[k].src, queue[k].tokens);
+        else queue[k].tokens.push({ type: "rawtext", text: queue[k].src });
+      }
+      lx.inlineQueue = [];
+      return lx.tokens;
+    } catch (e) {
+      return null;  // (deep nesting overflows marked's stack): drawn raw
+    }
+  }
+
+  function decodeEntities(s) {
+    if (s.indexOf("&") === -1) return s;
+    return s.replace(/&(#[xX][0-9a-fA-F]{1,6}|#[0-9]{1,7}|[a-zA-Z]{2,8});/g, function (m, e) {
+      if (e.charAt(0) === "#") {
+        var n = e.charAt(1) === "x" || e.charAt(1) === "X" ? parseInt(e.slice(2), 16) : parseInt(e.slice(1), 10);
+        return n > 0 && n <= 0x10ffff && !(n >= 0xd800 && n <= 0xdfff) ? String.fromCodePoint(n) : "\ufffd";
+      }
+      return Object.prototype.hasOwnProperty.call(ENTITIES, e) ? ENTITIES[e] : m;
+    });
+  }
+
+  // Only what starts exactly so is followed: javascript:, data:, file:, a
+  // relative path (nothing to open beside a file), and any scheme hidden behind
+  // spaces or control characters are not.
+  function safeHref(href) {
+    return typeof href === "string" && /^(https?:\/\/|mailto:)[^\s\u0000-\u001f\u007f]+$/i.test(href) ? href : null;
+  }
+
+  function mdLink(parent, t, image) {
+    var href = safeHref(t.href);
+    var e;
+    if (href) {
+      e = el("a", image ? "md-image" : "md-link");
+      e.href = href;
+      e.target = "_blank";
+      e.rel = "noopener noreferrer";
+      e.title = clip(typeof t.title === "string" && t.title ? t.title + " \u2014 " + href : href, TITLE_CHARS);
+    } else {
+      e = el("span", image ? "md-image" : "md-nolink");
+      e.title = clip((image ? "image not shown: " : "link not followed: ") + str(t.href), TITLE_CHARS);
+    }
+    if (image) appendHighlighted(e, "[image: " + (str(t.text) || str(t.href)) + "]");
+    else mdInline(e, Array.isArray(t.tokens) ? t.tokens : []);
+    parent.appendChild(e);
+  }
+
+  function mdInline(parent, tokens) {
+    tokens.forEach(function (t) {
+      if (!isObject(t)) return;
+      var e;
+      switch (t.type) {
+        case "text":
+          if (Array.isArray(t.tokens)) mdInline(parent, t.tokens);
+          else appendHighlighted(parent, decodeEntities(str(t.text)));
+          return;
+        case "escape": appendHighlighted(parent, str(t.text)); return;
+        case "strong": case "em": case "del":
+          e = el(t.type === "strong" ? "strong" : t.type === "em" ? "em" : "del");
+          mdInline(e, Array.isArray(t.tokens) ? t.tokens : []);
+          break;
+        case "codespan": e = el("code"); appendHighlighted(e, str(t.text)); break;
+        case "br": e = el("br"); break;
+        case "link": mdLink(parent, t, false); return;
+        case "image": mdLink(parent, t, true); return;
+        case "checkbox": e = el("span", "md-check", t.checked ? "\u2611 " : "\u2610 "); break;
+        case "html": e = el("span", "md-html"); appendHighlighted(e, str(t.text)); break;
+        case "rawtext": e = el("span", "md-raw"); appendHighlighted(e, str(t.text)); break;
+        default: appendHighlighted(parent, str(t.raw !== undefined ? t.raw : t.text)); return;
+      }
+      parent.appendChild(e);
+    });
+  }
+
+  // Browsers stop laying out elements nested some hundreds deep (their text
+  // disappears): quotes and lists deeper than this are drawn as their source.
+  var MD_MAX_DEPTH = 12;
+
+  function mdBlocks(parent, tokens, depth) {
+    depth = depth || 0;
+    tokens.forEach(function (t) {
+      if (!isObject(t)) return;
+      var e;
+      if ((t.type === "blockquote" || t.type === "list") && depth >= MD_MAX_DEPTH) {
+        e = el("div", "md-raw");
+        appendHighlighted(e, str(t.raw).replace(/\n+$/, ""));
+        parent.appendChild(e);
+        return;
+      }
+      switch (t.type) {
+        case "space": case "def": return;
+        case "paragraph": e = el("p"); mdInline(e, Array.isArray(t.tokens) ? t.tokens : []); break;
+        case "text":  // a tight list item's text
+          if (Array.isArray(t.tokens)) mdInline(parent, t.tokens); else appendHighlighted(parent, decodeEntities(str(t.text)));
+          return;
+        case "heading":
+          // One level down: the page's own title is the only h1.
+          var depth = typeof t.depth === "number" && t.depth >= 1 && t.depth <= 6 ? t.depth : 6;
+          e = el("h" + Math.min(6, depth + 1), "md-h" + depth);
+          mdInline(e, Array.isArray(t.tokens) ? t.tokens : []);
+          break;
+        case "code":
+          e = el("pre", "md-code");
+          var code = el("code");
+          var lang = /^[\w+#.-]{1,40}/.exec(str(t.lang).trim());
+          if (lang) {
+            code.className = "language-" + lang[0];
+            e.appendChild(el("span", "md-lang", lang[0]));
+          }
+          appendHighlighted(code, str(t.text));
+          e.appendChild(code);
+          break;
+        case "blockquote": e = el("blockquote"); mdBlocks(e, Array.isArray(t.tokens) ? t.tokens : [], depth + 1); break;
+        case "list":
+          e = el(t.ordered ? "ol" : "ul");
+          if (t.ordered && typeof t.start === "number" && t.start !== 1) e.start = t.start;
+          (Array.isArray(t.items) ? t.items : []).forEach(function (item) {
+            var li = el("li", isObject(item) && item.task ? "task" : null);
+            if (isObject(item)) mdBlocks(li, Array.isArray(item.tokens) ? item.tokens : [], depth + 1);
+            e.appendChild(li);
+          });
+          break;
+        case "table":
+          e = el("div", "md-table");
+          var table = el("table");
+          var row = function (cells, tag) {
+            var tr = el("tr");
+            (Array.isArray(cells) ? cells : []).forEach(function (c) {
+              var cell = el(tag, isObject(c) && /^(left|right|center)$/.test(str(c.align)) ? "align-" + c.align : null);
+              if (isObject(c)) mdInline(cell, Array.isArray(c.tokens) ? c.tokens : []);
+              tr.appendChild(cell);
+            });
+            return tr;
+          };
+          var thead = el("thead");
+          thead.appendChild(row(t.header, "th"));
+          table.appendChild(thead);
+          var tbody = el("tbody");
+          (Array.isArray(t.rows) ? t.rows : []).forEach(function (r) { tbody.appendChild(row(r, "td")); });
+          table.appendChild(tbody);
+          e.appendChild(table);
+          break;
+        case "hr": e = el("hr"); break;
+        case "html": e = el("div", "md-html"); appendHighlighted(e, str(t.text).replace(/\n+$/, "")); break;
+        case "checkbox": e = el("span", "md-check", t.checked ? "\u2611 " : "\u2610 "); break;
+        default:
+          if (Array.isArray(t.tokens)) { e = el("div"); mdBlocks(e, t.tokens, depth + 1); }
+          else { e = el("p"); appendHighlighted(e, str(t.raw !== undefined ? t.raw : t.text)); }
+      }
+      parent.appendChild(e);
+    });
+  }
+
+  // Raw or rendered: one switch for the page, and one per message that
+  // overrides it, both kept while the page is open.
+  var rawAll = false;
+  var rawOf = new Map();   // message index -> true (raw) / false (rendered)
+  var mdPainters = [];     // {i, paint} of the Markdown blocks currently in the DOM
+  function isRaw(i) { return i !== null && rawOf.has(i) ? rawOf.get(i) : rawAll; }
+
+  // Draws *text* into *body*: as Markdown when *md* says so and it parses,
+  // else as the text it is.
+  function drawText(body, text, asMd) {
+    body.textContent = "";
+    var tokens = asMd ? mdTokens(text) : null;
+    if (tokens) {
+      body.classList.add("md");
+      mdBlocks(body, tokens);
+    } else {
+      body.classList.remove("md");
+      appendHighlighted(body, text);
+    }
+  }
+
+  function ellipsis(body) {
+    var dots = el("span", "ellipsis", " \u2026");
+    var last = body.lastElementChild;
+    if (body.classList.contains("md") && last && last.tagName === "P") last.appendChild(dots); else body.appendChild(dots);
+  }
+
+  // *md*: {i: message index (null outside the list)} for text that may be
+  // Markdown, else null.
+  function textBlock(text, cls, md) {
     var wrap = el("div", "text" + (cls ? " " + cls : ""));
     var body = el("div", "text-body");
     wrap.appendChild(body);
+    if (md && text.length > MD_MAX_CHARS) md = null;
     var cut = previewCut(text);
+    var paintMd = null;
     if (cut >= text.length) {
-      appendHighlighted(body, text);
+      paintMd = function () { drawText(body, text, !!md && !isRaw(md.i)); };
+      paintMd();
+      if (md) mdPainters.push({ i: md.i, paint: paintMd });
       return wrap;
     }
     wrap.classList.add("long");
@@ -349,14 +571,14 @@
     var all = false;  // past EXPANDED_CHARS, drawn only on request
     var allBtn = null;
     function paint() {
-      body.textContent = "";
+      var asMd = !!md && !isRaw(md.i);
       if (allBtn) { allBtn.remove(); allBtn = null; }
       if (expanded) {
         if (all || text.length <= EXPANDED_CHARS) {
-          appendHighlighted(body, text);
+          drawText(body, text, asMd);
         } else {
-          appendHighlighted(body, text.slice(0, EXPANDED_CHARS));
-          body.appendChild(el("span", "ellipsis", " \u2026"));
+          drawText(body, text.slice(0, EXPANDED_CHARS), false);
+          ellipsis(body);
           allBtn = el("button", "more-btn show-all", "Show all \u00b7 " + plural(text.length - EXPANDED_CHARS, "more char"));
           allBtn.type = "button";
           allBtn.addEventListener("click", function () { all = true; paint(); });
@@ -364,14 +586,15 @@
         }
         btn.textContent = "Show less";
       } else {
-        appendHighlighted(body, text.slice(0, cut));
-        body.appendChild(el("span", "ellipsis", " \u2026"));
+        drawText(body, text.slice(0, cut), asMd);
+        ellipsis(body);
         btn.textContent = "Show more \u00b7 " + (hiddenLines > 0 ? plural(hiddenLines, "more line") + ", " : "") + plural(hidden, "char");
       }
       btn.setAttribute("aria-expanded", expanded ? "true" : "false");
     }
     btn.addEventListener("click", function () { expanded = !expanded; paint(); });
     expanders.push(function (v) { if (expanded !== v) { expanded = v; paint(); } });
+    if (md) mdPainters.push({ i: md.i, paint: paint });
     wrap.appendChild(btn);
     paint();
     return wrap;
@@ -395,7 +618,32 @@
     return null;
   }
 
-  function renderHead(m, i, role, extra) {
+  // Whether Markdown could draw *text* other than as it is: plain prose ("fix
+  // the bug") gets no switch. A cheap over-approximation, not a parse.
+  var MD_SYNTAX = /[*_`#>|~\[\]<&\\]|^ {0,3}([-+]|\d{1,9}[.)])\s|^ {4}|https?:\/\/|www\.|mailto:|^ {0,3}=+\s*$/m;
+  function looksMarked(text) { return text !== "" && text.length <= MD_MAX_CHARS && MD_SYNTAX.test(text); }
+
+  // The per-message switch between the Markdown and the raw text.
+  function rawButton(i) {
+    var b = el("button", "raw-btn");
+    b.type = "button";
+    b.setAttribute("data-msg", String(i));
+    labelRaw(b, i);
+    b.addEventListener("click", function () {
+      rawOf.set(i, !isRaw(i));
+      labelRaw(b, i);
+      mdPainters.forEach(function (p) { if (p.i === i) p.paint(); });
+    });
+    return b;
+  }
+  function labelRaw(b, i) {
+    var raw = isRaw(i);
+    b.textContent = raw ? "Raw" : "Markdown";
+    b.title = raw ? "Shown as raw text: click to render the Markdown" : "Rendered as Markdown: click to show the raw text";
+    b.setAttribute("aria-pressed", raw ? "true" : "false");
+  }
+
+  function renderHead(m, i, role, extra, tail) {
     var head = el("div", "head");
     head.appendChild(el("span", "role", ROLES[role] || (role ? role : "no role")));
     if (typeof m.model === "string" && m.model) {
@@ -417,6 +665,7 @@
       }
       head.appendChild(timeEl(ts, false));
     }
+    if (tail) head.appendChild(tail);
     head.appendChild(lineLink(i));
     return head;
   }
@@ -485,7 +734,8 @@
       if (m.toolCallId !== undefined) extra.push(inline("span", "callid", str(m.toolCallId)));
       if (isError(str(m.content))) extra.push(el("span", "badge error", "error"));
     }
-    art.appendChild(renderHead(m, it.i, role, extra));
+    var mdText = (!it.orphan && MD_ROLES[role] && looksMarked(str(m.content))) || looksMarked(str(m.reasoningContent));
+    art.appendChild(renderHead(m, it.i, role, extra, mdText ? rawButton(it.i) : null));
     var reasoning = str(m.reasoningContent);
     if (reasoning !== "") {
       var det = el("details", "thinking");
@@ -496,14 +746,14 @@
       var fill = function () {
         if (filled) return;
         filled = true;
-        det.appendChild(textBlock(reasoning, ""));
+        det.appendChild(textBlock(reasoning, "", { i: it.i }));
       };
       det.addEventListener("toggle", function () { if (det.open) fill(); });
       if (state.expandAll === true || matches(reasoning)) { fill(); det.open = true; }
       art.appendChild(det);
     }
     var content = str(m.content);
-    if (content !== "") art.appendChild(textBlock(content, it.orphan ? "mono" : ""));
+    if (content !== "") art.appendChild(textBlock(content, it.orphan ? "mono" : "", !it.orphan && MD_ROLES[role] ? { i: it.i } : null));
     else if (!it.calls.length && reasoning === "") art.appendChild(el("div", "empty", "empty message"));
     it.calls.forEach(function (c) { art.appendChild(renderCall(c)); });
     var alt = branchesAt.get(itemOfMessage[it.i]);
@@ -556,12 +806,15 @@
     if (filtered) {
       parts.push(plural(view.length, "match", "matches") + " of " + plural(items.length, "entry", "entries"));
     } else {
-      parts.push(plural(messages.length, "message"));
+      // The header counts messages; the list counts entries (a message with the
+      // results of its tool calls): say both, so the two numbers agree.
+      parts.push(plural(messages.length, "message") + " in " + plural(items.length, "entry", "entries"));
     }
     if (lo > 0 || hi < view.length) {
-      parts.push("showing entries " + nf.format(view.length ? lo + 1 : 0) + "–" + nf.format(hi) + " of " + nf.format(view.length));
+      parts.push("showing entries " + nf.format(view.length ? lo + 1 : 0) + "–" + nf.format(hi) + (filtered ? " of " + nf.format(view.length) : ""));
     }
     statusEl.textContent = parts.join(" · ");
+    statusEl.title = "An entry is one message with the results of its tool calls beside it";
     earlierBar.textContent = "";
     if (lo > 0) {
       earlierBar.appendChild(button("Show " + nf.format(Math.min(lo, CHUNK_ITEMS)) + " earlier", function () { renderEarlier(CHUNK_ITEMS); }));
@@ -605,6 +858,7 @@
 
   function showFrom(pos) {
     expanders = [];
+    mdPainters = [];
     list.textContent = "";
     lo = hi = Math.max(0, Math.min(pos, view.length));
     renderMore(FIRST_ITEMS);
@@ -695,6 +949,17 @@
 
   // ---- header -------------------------------------------------------------
 
+  // A header field that holds a time as a number (a converter's "timestamp",
+  // a "created_at"): milliseconds since the epoch as in STS messages, or
+  // seconds when the value is too small to be milliseconds of this century.
+  function epochMs(key, v) {
+    if (typeof v !== "number" || !isFinite(v) || v <= 0) return null;
+    if (!/(^|_)(timestamp|time|ts|date|created|updated|started|ended)(_at|_ms)?$/i.test(key) && !/[a-z](At|Time|Timestamp|Date|Ms)$/.test(key)) return null;
+    if (v >= 946684800000 && v < 4102444800000) return v;      // 2000..2100 in ms
+    if (v >= 946684800 && v < 4102444800) return v * 1000;     // 2000..2100 in s
+    return null;
+  }
+
   function renderSession() {
     var box = document.getElementById("session");
     var eyebrow = el("div", "eyebrow");
@@ -708,6 +973,13 @@
       var f = inline("span", "chip", source.file);
       f.title = "trace file";
       eyebrow.appendChild(f);
+    }
+    if (typeof source.note === "string") {
+      // Where the page came from, beside the file name: not a row of the
+      // header's own fields, where it could meet a field of the same name.
+      var note = inline("span", "chip note", source.note);
+      note.title = "how this page was made";
+      eyebrow.appendChild(note);
     }
     box.appendChild(eyebrow);
     var name = header.name;
@@ -763,11 +1035,18 @@
       if (k === "type" || k === "harness" || k === "id" || k === "name") return;
       var v = header[k];
       if (typeof v === "string") { row(k, v); return; }
+      var when = epochMs(k, v);
+      if (when !== null) {
+        var t = el("span");
+        t.appendChild(timeEl(when, true));
+        t.title = String(v) + " (" + t.firstChild.title + ")";
+        row(k, t);
+        return;
+      }
       var compact = str(v);
       row(k, textBlock(compact.length <= 80 ? compact : JSON.stringify(v, null, 2), "mono"));
     });
     if (typeof source.bytes === "number") row("size", fmtBytes(source.bytes));
-    if (typeof source.note === "string") row("source", source.note);
     sessionLinkRows(row);
     box.appendChild(dl);
 
@@ -794,6 +1073,13 @@
   document.getElementById("errors-only").addEventListener("change", function (e) {
     state.errorsOnly = e.target.checked;
     rebuild();
+  });
+  document.getElementById("raw-text").addEventListener("change", function (e) {
+    rawAll = e.target.checked;
+    rawOf.clear();
+    mdPainters.forEach(function (p) { p.paint(); });
+    var btns = list.querySelectorAll("button.raw-btn");
+    for (var k = 0; k < btns.length; k++) labelRaw(btns[k], parseInt(btns[k].getAttribute("data-msg"), 10));
   });
   function setAll(open) {
     state.expandAll = open;
