@@ -517,3 +517,25 @@ def test_dpo_reads_back_only_the_sessions_it_pairs(tmp_path: Path, monkeypatch: 
 
 def _export_dpo(tmp_path: Path) -> tuple[Any, list[dict[str, Any]]]:
     return _export(tmp_path, "dpo", format="dpo")
+
+
+# -- docs/training.md ------------------------------------------------------------------------------
+
+
+def _doc_blocks() -> list[tuple[int, str, str | None]]:
+    from doc_blocks import blocks
+
+    return blocks("training.md")
+
+
+@pytest.mark.parametrize("line, code", [(line, code) for line, code, skip in _doc_blocks() if skip is None])
+def test_docs_training_blocks_run_alone(tmp_path: Path, line: int, code: str) -> None:
+    from doc_blocks import run
+
+    done = run("training.md", line, code, tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
+def test_docs_training_skips_only_the_trainer_block() -> None:
+    skipped = [(code, skip) for _, code, skip in _doc_blocks() if skip is not None]
+    assert len(skipped) == 1 and "DPOTrainer" in skipped[0][0] and "tests/train runs it" in str(skipped[0][1])

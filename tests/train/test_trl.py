@@ -188,3 +188,13 @@ def test_one_sft_step_on_reward_filtered_rows(exported: dict[str, Path], tokeniz
     before = _snapshot(model)
     trainer = SFTTrainer(model=model, args=_args(SFTConfig, tmp_path, max_length=512), train_dataset=ds, processing_class=tokenizer)
     _trained(trainer, model, before)
+
+
+def test_the_docs_trainer_example_runs_offline(tmp_path: Path) -> None:
+    """docs/training.md's tiny-model DPO example, as a reader would paste it."""
+    from doc_blocks import blocks, run
+
+    (line, code), = [(line, code) for line, code, skip in blocks("training.md") if skip is not None]
+    done = run("training.md", line, code, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "1"
