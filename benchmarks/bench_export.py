@@ -87,24 +87,24 @@ import resource, sys, time
 import ststrace
 src, out, fmt = sys.argv[1:4]
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 result = ststrace.export(src, out, format=fmt)
-wall = time.perf_counter() - start
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
 peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-print(wall, peak, rss, result.rows, sum(result.skipped.values()))
+print(wall, cpu, peak, rss, result.rows)
 """
 
 
-def bench_format(src: Path, outs: Path, fmt: str) -> tuple[float, int, int, int, int]:
+def bench_format(src: Path, outs: Path, fmt: str) -> tuple[float, float, int, int, int]:
     import subprocess
 
     out = outs / f"{fmt}.jsonl"
     done = subprocess.run([sys.executable, "-c", CHILD, str(src), str(out), fmt], check=True, capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": os.path.join(HERE, "..")})
     out.unlink()
-    wall, peak, rss, rows, skipped = done.stdout.split()
-    return float(wall), int(peak), int(rss), int(rows), int(skipped)
+    wall, cpu, peak, rss, rows = done.stdout.split()
+    return float(wall), float(cpu), int(peak), int(rss), int(rows)
 
 
 def main_dpo(args: argparse.Namespace) -> None:
@@ -114,15 +114,15 @@ def main_dpo(args: argparse.Namespace) -> None:
         print(f"{args.sessions} sessions ({args.sessions // 4} tasks of 4 samples), {size / 1e6:.1f} MB")
         outs = Path(tmp) / "out"
         outs.mkdir()
-        best: dict[str, tuple[float, int, int, int, int]] = {}
+        best: dict[str, tuple[float, float, int, int, int]] = {}
         for _ in range(args.repeat):
             for fmt in ("sft", "dpo"):
                 got = bench_format(src, outs, fmt)
-                if fmt not in best or got[0] < best[fmt][0]:
+                if fmt not in best or got[1] < best[fmt][1]:
                     best[fmt] = got
-        for fmt, (wall, peak, rss, rows, skipped) in best.items():
-            print(f"export format={fmt:4s} {wall:7.2f} s wall  {rows:6d} rows  peak RSS {rss / 1e6:6.1f} MB ({peak / 1e6:+.1f} MB over the process before the export)")
-        print(f"dpo / sft time: {best['dpo'][0] / best['sft'][0]:.2f}x (dpo reads each paired file twice)")
+        for fmt, (wall, cpu, peak, rss, rows) in best.items():
+            print(f"export format={fmt:4s} {wall:7.2f} s wall {cpu:7.2f} s CPU  {rows:6d} rows  peak RSS {rss / 1e6:6.1f} MB ({peak / 1e6:+.1f} MB over the process before the export)")
+        print(f"dpo / sft: {best['dpo'][0] / best['sft'][0]:.2f}x wall, {best['dpo'][1] / best['sft'][1]:.2f}x CPU (dpo reads each paired file twice)")
 
 
 def main() -> None:
