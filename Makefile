@@ -32,7 +32,14 @@ PHX    := .venv-phoenix
 PHX_STAMP := $(PHX)/.ststrace-installed
 PHX_TESTS := tests/test_otel_phoenix.py
 
-.PHONY: demo test docs bench typecheck clean
+# TRL's trainers (DPO, KTO, SFT) on exported rows, one step each on CPU on a tiny
+# random model, nothing downloaded: .venv-train (the test-train extra, ~1.5 GB with
+# torch's CPU build; pip takes it from /opt/wheels where this machine keeps it).
+TRAIN  := .venv-train
+TRAIN_STAMP := $(TRAIN)/.ststrace-installed
+TRAIN_FIND := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+
+.PHONY: demo test test-train docs bench typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -81,6 +88,14 @@ $(DOCS)/.ststrace-installed: pyproject.toml
 
 docs: $(DOCS)/.ststrace-installed
 	NO_MKDOCS_2_WARNING=1 $(DOCS)/bin/python -m mkdocs build --strict --site-dir site
+$(TRAIN_STAMP): pyproject.toml
+	test -x $(TRAIN)/bin/python || $(PYTHON) -m venv $(TRAIN)
+	$(TRAIN)/bin/python -m pip install --quiet --disable-pip-version-check $(TRAIN_FIND) -e '.[test-train]'
+	$(TRAIN)/bin/python -c "import torch, sys; sys.exit(0 if torch.version.cuda is None else 'torch in $(TRAIN) is a CUDA build: expected the CPU one')"
+	touch $@
+
+test-train: $(TRAIN_STAMP)
+	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(TRAIN)/bin/python -m pytest -q -rs -p no:cacheprovider tests/train
 
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy
@@ -89,4 +104,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) $(DOCS) site .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) $(TRAIN) $(DOCS) site .venv-crewai traces .pytest_cache .mypy_cache

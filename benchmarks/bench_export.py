@@ -1,6 +1,12 @@
 """``ststrace export`` throughput against reading the same files (issue 22).
 
 Run: ``python benchmarks/bench_export.py [--sessions N] [--repeat R]``
+or ``python benchmarks/bench_export.py --format dpo --sessions 10000``
+
+``--format dpo`` (issue 29): sessions recorded as rollouts (a ``taskId`` per 4
+samples, a reward each); ``export(format="dpo")`` runs in a fresh process,
+which reports its time and peak memory (RSS), against ``format="sft"`` of the same files. The point: pairing
+keeps one small summary per session, so memory does not grow with the files.
 
 Target: ``ststrace.export(dir, out.jsonl)`` (default options: redaction on,
 rows written and fsynced) takes at most 2x the time of reading every message
@@ -46,9 +52,10 @@ RESULT = (
 )
 
 
-def make_sessions(directory: Path, n: int) -> int:
+def make_sessions(directory: Path, n: int, rollouts: bool = False) -> int:
     for i in range(n):
-        with Session(directory, id=f"bench-{i:06d}", harness="bench", flush_interval=60) as s:
+        task = {"task_id": f"task-{i // 4:05d}", "sample": i % 4} if rollouts else {}
+        with Session(directory, id=f"bench-{i:06d}", harness="bench", flush_interval=60, **task) as s:
             s.tools(TOOLS)
             s.system("You are a coding agent. Use the tools to read and change the repository.")
             for turn in range(4):
@@ -63,7 +70,9 @@ def make_sessions(directory: Path, n: int) -> int:
                 )
                 for cid in ids:
                     s.tool(cid, RESULT)
-            s.assistant("The handler parses the body with json.loads and returns it unchanged.", model="bench-model")
+            s.assistant(f"The handler parses the body with json.loads and returns it unchanged ({i % 4}).", model="bench-model")
+            if rollouts:
+                s.outcome((i % 4) / 3, success=i % 4 == 3)
     return sum(f.stat().st_size for f in directory.iterdir())
 
 
@@ -73,12 +82,59 @@ def read_all(directory: Path) -> None:
             pass
 
 
+CHILD = """
+import resource, sys, time
+import ststrace
+src, out, fmt = sys.argv[1:4]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+start, cpu = time.perf_counter(), time.process_time()
+result = ststrace.export(src, out, format=fmt)
+wall, cpu = time.perf_counter() - start, time.process_time() - cpu
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base
+rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(wall, cpu, peak, rss, result.rows)
+"""
+
+
+def bench_format(src: Path, outs: Path, fmt: str) -> tuple[float, float, int, int, int]:
+    import subprocess
+
+    out = outs / f"{fmt}.jsonl"
+    done = subprocess.run([sys.executable, "-c", CHILD, str(src), str(out), fmt], check=True, capture_output=True, text=True,
+                          env={**os.environ, "PYTHONPATH": os.path.join(HERE, "..")})
+    out.unlink()
+    wall, cpu, peak, rss, rows = done.stdout.split()
+    return float(wall), float(cpu), int(peak), int(rss), int(rows)
+
+
+def main_dpo(args: argparse.Namespace) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "traces"
+        size = make_sessions(src, args.sessions, rollouts=True)
+        print(f"{args.sessions} sessions ({args.sessions // 4} tasks of 4 samples), {size / 1e6:.1f} MB")
+        outs = Path(tmp) / "out"
+        outs.mkdir()
+        best: dict[str, tuple[float, float, int, int, int]] = {}
+        for _ in range(args.repeat):
+            for fmt in ("sft", "dpo"):
+                got = bench_format(src, outs, fmt)
+                if fmt not in best or got[1] < best[fmt][1]:
+                    best[fmt] = got
+        for fmt, (wall, cpu, peak, rss, rows) in best.items():
+            print(f"export format={fmt:4s} {wall:7.2f} s wall {cpu:7.2f} s CPU  {rows:6d} rows  peak RSS {rss / 1e6:6.1f} MB ({peak / 1e6:+.1f} MB over the process before the export)")
+        print(f"dpo / sft: {best['dpo'][0] / best['sft'][0]:.2f}x wall, {best['dpo'][1] / best['sft'][1]:.2f}x CPU (dpo reads each paired file twice)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--format", choices=("sft", "dpo"), default="sft", help="dpo: the preference export of rollouts (issue 29)")
     args = ap.parse_args()
     print(machine_line())
+    if args.format == "dpo":
+        main_dpo(args)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "traces"
         size = make_sessions(src, args.sessions)

@@ -20,6 +20,7 @@ from ._session import Session, current_session
 if TYPE_CHECKING:
     from ._convert import ConvertResult, convert, convert_file, detect, write_trace
     from ._export import ExportResult, export
+    from ._outcome import outcome
     from ._hub import UploadItem, flush_sync, sync, sync_in_background, upload
     from ._reader import Problem, Trace, iter_messages, read, read_tree, validate
 
@@ -34,6 +35,7 @@ _LAZY: dict[str, str] = {
     "write_trace": "._convert",
     "ExportResult": "._export",
     "export": "._export",
+    "outcome": "._outcome",
     "UploadItem": "._hub",
     "flush_sync": "._hub",
     "sync": "._hub",
@@ -94,6 +96,7 @@ __all__ = [
     "instrument",
     "iter_messages",
     "llm",
+    "outcome",
     "read",
     "read_tree",
     "sync",

@@ -44,7 +44,9 @@ from ._tools import merge
 
 __all__ = ["FORMATS", "ExportResult", "export", "trace_row"]
 
-FORMATS = ("sft", "messages")
+FORMATS = ("sft", "messages", "rewards", "kto", "dpo")
+#: Formats whose rows need an outcome (sessions without one are left out and counted).
+_NEED_OUTCOME = ("rewards", "kto", "dpo")
 #: Rows per Parquet row group: bounded memory, and groups big enough to compress.
 _PARQUET_BATCH = 256
 
@@ -237,19 +239,65 @@ def _reason(path: Path, exc: Exception) -> str:
     return text if str(path) in text else f"{path}: {text}"
 
 
+class _Filters:
+    """Which sessions become rows: export()'s filter arguments."""
+
+    def __init__(
+        self,
+        *,
+        errors: bool,
+        min_tool_calls: int,
+        include_subagents: bool,
+        min_reward: float | None,
+        threshold: float,
+    ) -> None:
+        self.errors = errors
+        self.min_tool_calls = min_tool_calls
+        self.include_subagents = include_subagents
+        self.min_reward = min_reward
+        self.threshold = threshold
+
+
 def _rows(
     files: Iterable[Path],
     result: ExportResult,
     fmt: str,
     *,
-    errors: bool,
-    min_tool_calls: int,
-    include_subagents: bool,
+    filters: _Filters,
     from_: str | None,
     redact: bool | Redactor,
 ) -> Iterator[dict[str, Any]]:
-    guard = make_guard(redact)
-    for path in files:
+    from ._training import kto_row, rewards_row
+
+    for _, _, trace, row in _sessions(files, result, fmt, filters=filters, from_=from_, redact=redact):
+        if fmt == "rewards":
+            row = rewards_row(trace, row)
+        elif fmt == "kto":
+            kto = kto_row(trace, row, filters.threshold)
+            if kto is None:
+                result.skipped["sessions without an assistant message"] += 1
+                continue
+            row = kto
+        result.rows += 1
+        result.messages += len(row["messages"]) if "messages" in row else len(row["prompt"]) + len(row["completion"])
+        yield row
+
+
+def _sessions(
+    files: Iterable[Path],
+    result: ExportResult,
+    fmt: str,
+    *,
+    filters: _Filters,
+    from_: str | None,
+    redact: bool | Redactor,
+    guard: MessageGuard | None = None,
+) -> Iterator[tuple[int, int, Trace, dict[str, Any]]]:
+    """(file index, trace index in the file, trace, row in *fmt*, ``sft`` for the
+    outcome formats) of every session that passes *filters*; skipped ones counted."""
+    guard = guard if guard is not None else make_guard(redact)
+    outcome_fmt = fmt in _NEED_OUTCOME
+    for file_index, path in enumerate(files):
         try:
             traces, dropped, redactions = _load(path, from_, redact, guard)
         except (OSError, ValueError) as exc:  # ConvertError and TraceFormatError are ValueErrors
@@ -258,28 +306,108 @@ def _rows(
         result.files += 1
         result.dropped.update(dropped)
         result.redactions.update(redactions)
-        for trace in traces:
-            if not include_subagents and isinstance(trace.header.get("parentSessionId"), str):
+        for trace_index, trace in enumerate(traces):
+            if not filters.include_subagents and isinstance(trace.header.get("parentSessionId"), str):
                 result.skipped["sub-agent sessions (--include-subagents keeps them)"] += 1
                 continue
             lost: Counter[str] = Counter()
-            row = trace_row(trace, fmt, lost)
+            row = trace_row(trace, "sft" if outcome_fmt else fmt, lost)
             # The filters read the sft row's counts, whatever the format written.
-            counts = row if fmt == "sft" else trace_row(trace, "sft", Counter())
+            counts = row if fmt == "sft" or outcome_fmt else trace_row(trace, "sft", Counter())
             if not row["messages"]:
                 result.skipped["sessions without messages"] += 1
                 continue
-            if not errors and (counts["errors"] or counts["unanswered_tool_calls"]):
+            if not filters.errors and (counts["errors"] or counts["unanswered_tool_calls"]):
                 result.skipped["sessions with errors or unanswered calls"] += 1
                 continue
-            if counts["num_tool_calls"] < min_tool_calls:
-                result.skipped[f"sessions with fewer than {min_tool_calls} tool calls"] += 1
+            if counts["num_tool_calls"] < filters.min_tool_calls:
+                result.skipped[f"sessions with fewer than {filters.min_tool_calls} tool calls"] += 1
+                continue
+            if not _outcome_ok(trace, fmt, filters, result):
                 continue
             result.dropped.update(lost)
-            result.rows += 1
-            result.messages += len(row["messages"])
             result.tool_calls += counts["num_tool_calls"]
+            yield file_index, trace_index, trace, row
+
+
+def _outcome_ok(trace: Trace, fmt: str, filters: _Filters, result: ExportResult) -> bool:
+    """Whether *trace* has the outcome *fmt* and ``min_reward`` need (counts the others)."""
+    outcome = trace.outcome
+    reward = outcome["reward"]
+    if filters.min_reward is not None or fmt == "dpo":
+        if reward is None:
+            result.skipped["sessions without a reward"] += 1
+            return False
+        if filters.min_reward is not None and reward < filters.min_reward:
+            result.skipped[f"sessions with a reward below {filters.min_reward:g}"] += 1
+            return False
+    elif fmt == "kto" and reward is None and outcome["success"] is None:
+        result.skipped["sessions without a reward or success"] += 1
+        return False
+    elif fmt == "rewards" and reward is None and outcome["success"] is None and not outcome["rewards"] and not outcome["labels"]:
+        result.skipped["sessions without an outcome"] += 1
+        return False
+    if fmt == "dpo" and _task(trace) is None:
+        result.skipped["sessions without a taskId"] += 1
+        return False
+    return True
+
+
+def _task(trace: Trace) -> str | None:
+    from ._training import task_key
+
+    return task_key(trace.header)
+
+
+def _dpo_rows(
+    files: list[Path],
+    result: ExportResult,
+    *,
+    filters: _Filters,
+    pairs: str,
+    from_: str | None,
+    redact: bool | Redactor,
+) -> Iterator[dict[str, Any]]:
+    """Two passes: every session's small summary grouped by task, then the
+    sessions of one task at a time read back and paired (memory: the summaries,
+    and one task's sessions)."""
+    from ._training import Summary, dpo_pairs, dpo_row
+
+    guard = make_guard(redact)
+    tasks: dict[str, list[Summary]] = {}
+    for file_index, trace_index, trace, _ in _sessions(files, result, "dpo", filters=filters, from_=from_, redact=redact, guard=guard):
+        task = _task(trace)
+        assert task is not None and trace.outcome["reward"] is not None  # _outcome_ok checked both
+        tasks.setdefault(task, []).append(Summary(file_index, trace_index, trace.outcome["reward"], trace.id))
+    for task, sessions in tasks.items():
+        chosen_pairs = list(dpo_pairs(sessions, pairs))
+        if not chosen_pairs:
+            result.skipped["tasks whose sessions' rewards are all equal (or a single session)"] += 1
+            continue
+        wanted = {(s.file, s.position) for pair in chosen_pairs for s in pair}
+        loaded: dict[tuple[int, int], tuple[Trace, dict[str, Any]]] = {}
+        for file_index in sorted({f for f, _ in wanted}):
+            try:
+                # The same guard as the first pass: redacted the same way; what it
+                # counts now is not added to the result (counted in the first pass).
+                traces, _, _ = _load(files[file_index], from_, redact, guard)
+            except (OSError, ValueError) as exc:  # changed since the first pass
+                result.failed.append(_reason(files[file_index], exc))
+                continue
+            for trace_index, trace in enumerate(traces):
+                if (file_index, trace_index) in wanted:
+                    loaded[(file_index, trace_index)] = (trace, trace_row(trace, "sft", Counter()))
+        for a, b in chosen_pairs:
+            if (a.file, a.position) not in loaded or (b.file, b.position) not in loaded:
+                result.skipped["pairs whose sessions could not be read again"] += 1
+                continue
+            row = dpo_row(task, (a, *loaded[(a.file, a.position)]), (b, *loaded[(b.file, b.position)]), result.skipped)
+            if row is None:
+                continue
+            result.rows += 1
+            result.messages += len(row["prompt"]) + len(row["chosen"]) + len(row["rejected"])
             yield row
+
 
 
 # -- writers ----------------------------------------------------------------------------
@@ -314,18 +442,30 @@ _SFT_FEATURES: dict[str, Any] = {
 }
 
 
+def _features(fmt: str) -> dict[str, Any]:
+    """The Parquet columns of *fmt* and their ``datasets`` feature types."""
+    if fmt == "sft":
+        return _SFT_FEATURES
+    if fmt == "messages":
+        return {c: _SFT_FEATURES[c] for c in ("messages", "tools")}
+    from ._training import FEATURES
+
+    return {**_SFT_FEATURES, **FEATURES[fmt]} if fmt == "rewards" else FEATURES[fmt]
+
+
 class _ParquetSink:
     """Row groups of :data:`_PARQUET_BATCH` rows; JSON columns as Arrow's ``arrow.json``
     extension with the feature metadata ``datasets`` reads them back by."""
 
     def __init__(self, path: Path, fmt: str) -> None:
         pa = self.pa = _parquet_module()
-        self.columns = list(_SFT_FEATURES) if fmt == "sft" else ["messages", "tools"]
+        self.features = _features(fmt)
+        self.columns = list(self.features)
         json_type = pa.json_(pa.string())
-        kinds = {"string": pa.string(), "int64": pa.int64()}
+        kinds = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64(), "bool": pa.bool_()}
         fields = []
         for col in self.columns:
-            feature = _SFT_FEATURES[col]
+            feature = self.features[col]
             if feature["_type"] == "Json":
                 kind = json_type
             elif feature["_type"] == "List":
@@ -334,7 +474,7 @@ class _ParquetSink:
             else:
                 kind = kinds[feature["dtype"]]
             fields.append(pa.field(col, kind))
-        features = {c: _SFT_FEATURES[c] for c in self.columns}
+        features = self.features
         meta = {b"huggingface": orjson.dumps({"info": {"features": features}})}
         self.schema = pa.schema(fields, metadata=meta)
         self.writer = pa.parquet.ParquetWriter(str(path), self.schema)
@@ -358,7 +498,7 @@ class _ParquetSink:
         arrays = []
         for col, f in zip(self.columns, self.schema):
             values = [r.get(col) for r in self.batch]
-            feature = _SFT_FEATURES[col]
+            feature = self.features[col]
             if feature["_type"] == "Json":
                 arrays.append(json_array([None if v is None else dumps(v).decode() for v in values]))
             elif feature["_type"] == "List" and feature["feature"]["_type"] == "Json":
@@ -417,6 +557,9 @@ def export(
     from_: str | None = None,
     redact: bool | Redactor = True,
     force: bool = False,
+    min_reward: float | None = None,
+    threshold: float = 0.5,
+    pairs: str = "best-worst",
 ) -> ExportResult:
     """Write one training row per session of *inputs* (trace files, directories
     of them, or any format ``convert`` reads) to *out*: JSON Lines, or Parquet
@@ -428,9 +571,26 @@ def export(
     never replaced unless *force* (:class:`FileExistsError`). Inputs that
     cannot be read are listed in :attr:`ExportResult.failed`, one line each;
     the others are exported.
+
+    Formats ``rewards``, ``kto`` and ``dpo`` read the sessions' outcomes (see
+    :mod:`ststrace._training`): *min_reward* keeps sessions whose reward is at
+    least that (rejection sampling; any format); *threshold* is the reward from
+    which a ``kto`` row without ``success`` is labelled good; *pairs*
+    (``best-worst`` or ``all``) is how ``dpo`` pairs the sessions of a task.
     """
+    from ._training import PAIRINGS
+
     if format not in FORMATS:
         raise ValueError(f"unknown export format {format!r}; choose one of: {', '.join(FORMATS)}")
+    for name, value in (("min_reward", min_reward), ("threshold", threshold)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float)) or value != value):
+            raise ValueError(f"{name} must be a number, got {value!r}")
+    if pairs not in PAIRINGS:
+        raise ValueError(f"unknown pairing {pairs!r}; choose one of: {', '.join(PAIRINGS)}")
+    filters = _Filters(
+        errors=errors, min_tool_calls=min_tool_calls, include_subagents=include_subagents,
+        min_reward=None if min_reward is None else float(min_reward), threshold=float(threshold),
+    )
     if isinstance(min_tool_calls, bool) or not isinstance(min_tool_calls, int) or min_tool_calls < 0:
         raise ValueError(f"min_tool_calls must be a non-negative integer, got {min_tool_calls!r}")
     if from_ is not None:
@@ -460,10 +620,12 @@ def export(
     sink = _ParquetSink(tmp, format) if parquet else _JsonlSink(tmp, format)
     try:
         try:
-            for row in _rows(
-                files, result, format, errors=errors, min_tool_calls=min_tool_calls,
-                include_subagents=include_subagents, from_=from_, redact=redact,
-            ):
+            rows = (
+                _dpo_rows(files, result, filters=filters, pairs=pairs, from_=from_, redact=redact)
+                if format == "dpo"
+                else _rows(files, result, format, filters=filters, from_=from_, redact=redact)
+            )
+            for row in rows:
                 sink.write(row)
         finally:
             sink.close()

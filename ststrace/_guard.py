@@ -86,6 +86,10 @@ _MIN_DATA_URL = 29
 _HEADER_FIXED = frozenset({"type", "id", "harness"})
 
 
+#: Message fields of numbers only (see _adapters.tokens), not scanned.
+_NUMBER_LISTS = frozenset({"tokenIds", "promptTokenIds", "logprobs"})
+
+
 class MessageGuard:
     """Redaction and size caps for one session; safe to call from several threads.
 
@@ -253,6 +257,8 @@ class MessageGuard:
                 new = self._ident(value)
             elif key in ("model", "content", "reasoningContent") and isinstance(value, str):
                 new = self._name(value) if key == "model" else self._field(value)
+            elif key in _NUMBER_LISTS and type(value) is list and all(type(v) in (int, float) for v in value):
+                continue  # token ids and logprobs: numbers hold no secret, and can be 100k long
             else:
                 if extra is None:
                     extra = {}

@@ -253,7 +253,7 @@ def as_layout(path: Path, data: bytes, layout: str) -> tuple[bytes, list[Finding
 
     try:
         lines = [orjson.loads(line) for line in data.splitlines() if line.strip()]
-        trace = Trace(header=lines[0], messages=[e["message"] for e in lines[1:]], path=path)
+        trace = Trace(header=lines[0], messages=[e["message"] for e in lines[1:] if e.get("type") != "outcome"], path=path)
         return pi_bytes(trace), []
     except Exception as exc:  # a file forced past its errors
         return data, [Finding(path, 0, "pi", f"cannot be written as a Pi session: {type(exc).__name__}: {exc}")]

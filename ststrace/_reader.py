@@ -12,7 +12,7 @@ import orjson
 
 from ._errors import TraceFormatError, logger
 from ._limits import TOKEN_COUNT_KEYS, token_count
-from ._records import ROLES
+from ._records import OUTCOME_TYPE, ROLES, empty_outcome, merge_outcome
 from ._tree import is_placeholder, is_tree, resolve
 
 
@@ -23,6 +23,11 @@ class Trace:
     header: dict[str, Any]
     messages: list[dict[str, Any]] = field(default_factory=list)
     path: Path | None = None
+    #: How the session went: ``reward`` (float), ``rewards`` (name -> float),
+    #: ``labels`` (name -> str), ``success`` (bool); None / empty where never
+    #: set. The outcome lines of the file merged in order (``Session.outcome``,
+    #: ``ststrace outcome``).
+    outcome: dict[str, Any] = field(default_factory=empty_outcome)
 
     @property
     def id(self) -> str:
@@ -100,8 +105,11 @@ def _check_header(path: Path, obj: Any) -> dict[str, Any]:
     return obj
 
 
-def _iter(path: str | os.PathLike[str], strict: bool) -> Generator[tuple[int, Any], None, None]:
-    """Yields (0, header) first, then (line, message dict)."""
+def _iter(
+    path: str | os.PathLike[str], strict: bool, outcome: dict[str, Any] | None = None
+) -> Generator[tuple[int, Any], None, None]:
+    """Yields (0, header) first, then (line, message dict). Outcome lines are
+    not messages: merged into *outcome* when given, else skipped."""
     p = Path(path)
     with _open(p) as f:
         seen_header = False
@@ -122,6 +130,10 @@ def _iter(path: str | os.PathLike[str], strict: bool) -> Generator[tuple[int, An
             if not seen_header:
                 yield 0, _check_header(p, obj)
                 seen_header = True
+                continue
+            if isinstance(obj, dict) and obj.get("type") == OUTCOME_TYPE:
+                if outcome is not None and isinstance(obj.get("outcome"), dict):
+                    merge_outcome(outcome, obj["outcome"])
                 continue
             yield n, message_of(p, n, obj)
         if not seen_header:
@@ -176,9 +188,10 @@ def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 
 def read_tree(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
     """Like :func:`read`, every message of the file in file order (every branch of a tree)."""
-    it = _iter(path, strict)
+    outcome = empty_outcome()
+    it = _iter(path, strict, outcome)
     header = next(it)[1]
-    return Trace(header=header, messages=[m for _, m in it], path=Path(path))
+    return Trace(header=header, messages=[m for _, m in it], path=Path(path), outcome=outcome)
 
 
 _OPTIONAL_STR = ("reasoningContent", "model", "toolCallId")
@@ -251,6 +264,9 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
             if obj.get("type") == "session":
                 err(n, "duplicate-header", "a second session header; one file holds one session")
                 continue
+            if obj.get("type") == OUTCOME_TYPE:
+                _check_outcome(n, obj.get("outcome"), err)
+                continue
             if obj.get("type") != "message" or "message" not in obj:
                 err(n, "envelope", 'line is not {"type": "message", "message": {...}}')
                 continue
@@ -316,6 +332,24 @@ def validate(path: str | os.PathLike[str]) -> list[Problem]:
         )
     problems.sort(key=lambda pr: pr.line)
     return problems
+
+
+def _check_outcome(n: int, value: Any, err: Any) -> None:
+    """An outcome line (ststrace's extension; readers of messages skip it)."""
+    if not isinstance(value, dict):
+        err(n, "outcome-invalid", 'an outcome line is {"type": "outcome", "outcome": {...}}')
+        return
+
+    def number(v: Any) -> bool:
+        return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+    if "reward" in value and not number(value["reward"]):
+        err(n, "outcome-invalid", f"outcome.reward must be a number, got {_short_repr(value['reward'])}")
+    for key, ok, what in (("rewards", number, "numbers"), ("labels", lambda v: isinstance(v, str), "strings")):
+        if key in value and not (isinstance(value[key], dict) and all(ok(v) for v in value[key].values())):
+            err(n, "outcome-invalid", f"outcome.{key} must be an object of {what}")
+    if "success" in value and not isinstance(value["success"], bool):
+        err(n, "outcome-invalid", f"outcome.success must be true or false, got {_short_repr(value['success'])}")
 
 
 def _tool_definitions(value: Any) -> bool:

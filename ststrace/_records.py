@@ -224,3 +224,107 @@ def error_text(exc: BaseException) -> str:
     except Exception:
         text = "<unprintable exception>"
     return f"Error: {name}: {text}" if text else f"Error: {name}"
+
+
+# -- task, group and outcome (training on traces) ---------------------------------
+
+
+def check_task_fields(task_id: Any, group_id: Any, sample: Any) -> dict[str, Any]:
+    """The header fields ``taskId``, ``groupId``, ``sample``: only those given."""
+    out: dict[str, Any] = {}
+    for key, name, value in (("taskId", "task_id", task_id), ("groupId", "group_id", group_id)):
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (str, int)):
+            raise BadArgument(f"{name} must be a string or an int, not {type(value).__name__}")
+        if isinstance(value, str) and not value:
+            raise BadArgument(f"{name} must not be empty")
+        out[key] = value
+    if sample is not None:
+        if isinstance(sample, bool) or not isinstance(sample, int):
+            raise BadArgument(f"sample must be an int, not {type(sample).__name__}")
+        out["sample"] = sample
+    return out
+
+
+#: The line type of an outcome: readers of messages skip it (the Hub's loader
+#: does, as it skips any type it does not know); ststrace's reader merges them.
+OUTCOME_TYPE = "outcome"
+
+
+def _number(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadArgument(f"{name} must be a number, not {type(value).__name__}")
+    out = float(value)
+    if out != out or out in (float("inf"), float("-inf")):
+        raise BadArgument(f"{name} must be a finite number, got {value!r}")
+    return out
+
+
+def outcome(
+    reward: Any = None, rewards: Any = None, labels: Any = None, success: Any = None
+) -> dict[str, Any]:
+    """An outcome line's object: only what was given (BadArgument naming the bad value).
+
+    ``rewards`` and ``labels`` merge key by key over earlier outcome lines;
+    ``reward`` and ``success`` replace (see :func:`merge_outcome`)."""
+    out: dict[str, Any] = {}
+    if reward is not None:
+        out["reward"] = _number("reward", reward)
+    if rewards is not None:
+        if not isinstance(rewards, Mapping):
+            raise BadArgument(f"rewards must be a mapping of names to numbers, not {type(rewards).__name__}")
+        checked: dict[str, float] = {}
+        for key, value in rewards.items():
+            if not isinstance(key, str) or not key:
+                raise BadArgument(f"rewards keys must be non-empty strings, got {key!r}")
+            checked[key] = _number(f"rewards[{key!r}]", value)
+        if checked:
+            out["rewards"] = checked
+    if labels is not None:
+        if not isinstance(labels, Mapping):
+            raise BadArgument(f"labels must be a mapping of names to strings, not {type(labels).__name__}")
+        texts: dict[str, str] = {}
+        for key, value in labels.items():
+            if not isinstance(key, str) or not key:
+                raise BadArgument(f"labels keys must be non-empty strings, got {key!r}")
+            if not isinstance(value, str):
+                raise BadArgument(f"labels[{key!r}] must be a string, not {type(value).__name__}")
+            texts[key] = value
+        if texts:
+            out["labels"] = texts
+    if success is not None:
+        if not isinstance(success, bool):
+            raise BadArgument(f"success must be True or False, not {success!r}")
+        out["success"] = success
+    if not out:
+        raise BadArgument("an outcome needs at least one of reward, rewards, labels, success")
+    return out
+
+
+def empty_outcome() -> dict[str, Any]:
+    return {"reward": None, "rewards": {}, "labels": {}, "success": None}
+
+
+def merge_outcome(acc: dict[str, Any], line: Mapping[str, Any]) -> None:
+    """Fold one outcome line's object into *acc* (from :func:`empty_outcome`):
+    each key's last value stands; what a line leaves out keeps its earlier value.
+    Values of the wrong type (a hand-edited file) are ignored, not raised."""
+    reward = line.get("reward")
+    if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+        acc["reward"] = float(reward)
+    for key in ("rewards", "labels"):
+        value = line.get(key)
+        if isinstance(value, Mapping):
+            for k, v in value.items():
+                if isinstance(k, str) and (
+                    isinstance(v, str) if key == "labels" else isinstance(v, (int, float)) and not isinstance(v, bool)
+                ):
+                    acc[key][k] = v if key == "labels" else float(v)
+    success = line.get("success")
+    if isinstance(success, bool):
+        acc["success"] = success
+
+
+def outcome_line(obj: Mapping[str, Any], dumps: Callable[[Any], bytes]) -> bytes:
+    return b'{"type":"outcome","outcome":' + dumps(obj) + b"}\n"

@@ -71,6 +71,9 @@ class Session:
         usage: bool = True,
         prices: Any = None,
         parent: Session | str | None | _links._Auto = _links.AUTO,
+        task_id: str | int | None = None,
+        group_id: str | int | None = None,
+        sample: int | None = None,
     ) -> None:
         self.disabled = _env_flag("STSTRACE_DISABLED")
         if id is not None:
@@ -87,6 +90,8 @@ class Session:
         self.harness = harness
         self.name = name
         self.metadata = _records.check_metadata(metadata)
+        # Sessions of one task with different outcomes are what export's preference formats pair.
+        self.metadata.update(_records.check_task_fields(task_id, group_id, sample))
         self.flush_interval = flush_interval
         self.buffer_size = buffer_size
         self.durable = durable
@@ -632,6 +637,43 @@ class Session:
             with self._state_lock:
                 self._pending.pop(msg["toolCallId"], None)
         self._emit(msg)
+
+    def outcome(
+        self,
+        reward: float | None = None,
+        *,
+        rewards: Mapping[str, float] | None = None,
+        labels: Mapping[str, str] | None = None,
+        success: bool | None = None,
+    ) -> None:
+        """Record how the session went: a *reward*, named *rewards*, *labels*,
+        *success*. Callable more than once: each key's last value stands;
+        *rewards* and *labels* merge key by key (see :attr:`Trace.outcome`).
+
+        Written at once as a line of its own (``{"type": "outcome", ...}``),
+        which STS readers and the Hub's loader skip."""
+        obj = _records.outcome(reward, rewards, labels, success)  # BadArgument: the caller's mistake
+        if self.disabled:
+            return
+        writer = self._writer
+        if writer is None:
+            if self._closed:
+                raise RuntimeError(
+                    f"session {self._shown_id} is closed; set the outcome of its file with "
+                    "ststrace.outcome(path, ...) or `ststrace outcome`"
+                )
+            self._open_file()
+            writer = self._writer
+            assert writer is not None
+        try:
+            guard = self._guard
+            if guard is not None and "labels" in obj:
+                obj["labels"] = {k: guard.text(v) for k, v in obj["labels"].items()}
+            line = _records.outcome_line(obj, dumps)
+        except Exception as exc:
+            self._not_recorded("outcome", exc)
+            return
+        writer.append(line)
 
     def tools(self, tools: Iterable[Any]) -> None:
         """Record the tools offered to the model: JSON-schema definitions (the

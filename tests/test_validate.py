@@ -66,6 +66,7 @@ CASES: dict[str, tuple[str, int, str]] = {
     "duplicate-tool-result": ("\n".join([H, USER, CALL, RESULT, RESULT]) + "\n", 5, "error"),
     "unanswered-tool-call": ("\n".join([H, USER, CALL, ANSWER]) + "\n", 3, "warning"),
     "no-messages": (H + "\n", 1, "warning"),
+    "outcome-invalid": ("\n".join([H, USER, ANSWER, '{"type":"outcome","outcome":{"reward":"high"}}']) + "\n", 4, "error"),
     "uniform-keys": ("\n".join([H, m('"role":"user","content":"a"'), m('"role":"assistant","content":"b"')]) + "\n", 1, "warning"),
 }
 

@@ -14,6 +14,7 @@ from .ollama import is_chat_response as is_ollama_response
 from .ollama import message_from_chat_response as message_from_ollama
 from .openai_chat import message_from_completion
 from .openai_responses import message_from_response
+from .tokens import add_tokens
 from .usage import attach as attach_usage
 
 
@@ -42,6 +43,12 @@ def convert(obj: Any) -> Message | None:
         return message_from_cohere(obj)
     if role is None and is_converse_response(obj):
         return message_from_converse(obj)
+    text = get(obj, "generated_text")
+    if role is None and isinstance(text, str):
+        # Hugging Face TGI's /generate (InferenceClient.text_generation(details=True)).
+        msg: Message = {"role": "assistant", "content": text}
+        add_tokens(msg, obj, None)
+        return msg
     return None
 
 

@@ -9,6 +9,7 @@ from ststrace._text import json_text
 
 from ._common import Message, assistant_message, get, new_call_id, parts_text
 from .messages import from_blocks, message_from_message_like
+from .tokens import TokenAccumulator, add_tokens
 
 
 def _first_choice(choices: Any) -> Any:
@@ -26,7 +27,9 @@ def message_from_completion(obj: Any) -> Message:
         return assistant_message("", model=model)
     message = get(choice, "message")
     if message is not None:
-        return message_from_message_like(message, model)
+        msg = message_from_message_like(message, model)
+        add_tokens(msg, obj, choice)
+        return msg
     if get(choice, "delta") is not None:
         # A lone streaming chunk handed over as if it were a response.
         acc = ChatAccumulator()
@@ -62,6 +65,7 @@ class ChatAccumulator:
         self._refusal: list[str] = []
         self._by_index: dict[int, _ToolBuffer] = {}
         self._calls: list[_ToolBuffer] = []
+        self._tokens: TokenAccumulator | None = None  # made by the first chunk that carries any
 
     @property
     def seen_anything(self) -> bool:
@@ -76,12 +80,20 @@ class ChatAccumulator:
             model = get(chunk, "model")
             if isinstance(model, str) and model:
                 self.model = model
+            # vLLM (return_token_ids) sends the prompt's token ids on the first chunk.
+            if self._tokens is None and get(chunk, "prompt_token_ids") is not None:
+                self._tokens = TokenAccumulator()
         for choice in choices or ():
             if get(choice, "index") not in (0, None):
                 continue  # n > 1: the first choice is the conversation
             delta = get(choice, "delta")
             if delta is not None:
                 self._add_delta(delta)
+            # Token ids and logprobs: only when the caller asked the provider for them.
+            if self._tokens is not None or get(choice, "logprobs") is not None or get(choice, "token_ids") is not None:
+                if self._tokens is None:
+                    self._tokens = TokenAccumulator()
+                self._tokens.add(chunk, choice)
 
     def _add_delta(self, delta: Any) -> None:
         content = get(delta, "content")
@@ -140,4 +152,7 @@ class ChatAccumulator:
                 buf.id = new_call_id()  # kept, so a second result() agrees
             calls.append({"id": buf.id, "function": {"name": buf.name, "arguments": buf.arguments()}})
         content = "".join(self._content) or "".join(self._refusal)
-        return assistant_message(content, "".join(self._reasoning), calls, self.model)
+        msg = assistant_message(content, "".join(self._reasoning), calls, self.model)
+        if self._tokens is not None:
+            self._tokens.finish(msg)
+        return msg

@@ -47,6 +47,7 @@ COMMANDS: list[Command] = [
     _lazy("tail", "follow a trace while it is being written; ends when its session has closed"),
     _lazy("convert", "convert other agents' session files (Pi, Claude Code, Codex, ...) to STS"),
     _lazy("export", "write training rows (TRL messages + tools, JSONL or Parquet), one per session"),
+    _lazy("outcome", "attach an outcome (reward, rewards, labels, success) to closed trace files"),
     _lazy("upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket"),
     _lazy("otlp", "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"),
 ]

@@ -27,8 +27,13 @@ def setup(p: argparse.ArgumentParser) -> None:
         choices=FORMATS,
         default="sft",
         help="sft (default): TRL rows with tools and metadata; messages: the OpenAI fine-tuning shape "
-        "(messages with arguments as JSON text, tools)",
+        "(messages with arguments as JSON text, tools); rewards: sft rows with the outcome, task and "
+        "token ids; kto: prompt/completion/label rows; dpo: prompt/chosen/rejected pairs of sessions "
+        "of one task whose rewards differ",
     )
+    p.add_argument("--min-reward", type=float, default=None, metavar="X", help="keep sessions whose reward is at least X (rejection sampling)")
+    p.add_argument("--threshold", type=float, default=0.5, metavar="T", help="kto: a session without success is labelled good when its reward is at least T (default 0.5)")
+    p.add_argument("--pairs", choices=("best-worst", "all"), default="best-worst", help="dpo: one pair per task, highest reward chosen and lowest rejected (default), or every pair whose rewards differ")
     p.add_argument("--no-errors", action="store_true", help="leave out sessions with a failed tool result or an unanswered call")
     p.add_argument("--min-tool-calls", type=int, default=0, metavar="N", help="leave out sessions with fewer than N tool calls")
     p.add_argument("--include-subagents", action="store_true", help="export sub-agent sessions as rows of their own too")
@@ -53,6 +58,9 @@ def run(args: argparse.Namespace) -> int:
             from_=args.from_,
             redact=not args.no_redact,
             force=args.force,
+            min_reward=args.min_reward,
+            threshold=args.threshold,
+            pairs=args.pairs,
         )
     except (OSError, ValueError, ImportError) as exc:
         text = " ".join(str(exc).split()) or type(exc).__name__
@@ -60,14 +68,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     for line in result.failed:
         print(f"ststrace export: {line}", file=err)
-    print(summary(result, args.no_redact))
+    print(summary(result, args.no_redact, "pair" if args.format == "dpo" else "session"))
     return 1 if result.failed else 0
 
 
-def summary(r: ExportResult, no_redact: bool = False) -> str:
+def summary(r: ExportResult, no_redact: bool = False, unit: str = "session") -> str:
     n_files = r.files + len(r.failed)
     text = (
-        f"exported {plural(r.rows, 'session')} from {r.files} of {plural(n_files, 'file')} to {r.path} "
+        f"exported {plural(r.rows, unit)} from {r.files} of {plural(n_files, 'file')} to {r.path} "
         f"({plural(r.messages, 'message')}, {plural(r.tool_calls, 'tool call')})"
     )
     if r.skipped:

@@ -81,6 +81,8 @@ class Follower:
                 raise TraceFormatError(self.path, line, 'first line is not an STS session header ({"type": "session", ...})')
             self.header = obj
             return None
+        if isinstance(obj, dict) and obj.get("type") == "outcome":
+            return None  # not a message (Session.outcome / ststrace outcome)
         return message_of(self.path, line, obj)
 
 

@@ -282,7 +282,9 @@ def _looks_sts(dicts: list[dict[str, Any]]) -> bool:
         return False
     rest = dicts[1:]
     return all(
-        o.get("type") == "message"
+        o.get("type") == "outcome"  # an STS trace's outcome line (see _records.outcome)
+        and isinstance(o.get("outcome"), dict)
+        or o.get("type") == "message"
         and isinstance(o.get("message"), dict)
         and isinstance(o["message"].get("role"), str)
         and o["message"]["role"] in _STS_ROLES
@@ -382,6 +384,10 @@ def sts_bytes(trace: Trace) -> bytes:
     """The STS file for *trace*: the header line, then one envelope per message."""
     chunks = [dumps(trace.header) + b"\n"]
     chunks.extend(b'{"type":"message","message":' + dumps(m) + b"}\n" for m in trace.messages)
+    # The outcome, merged into one line (what was set, nothing else).
+    kept = {k: v for k, v in trace.outcome.items() if v is not None and v != {}}
+    if kept:
+        chunks.append(b'{"type":"outcome","outcome":' + dumps(kept) + b"}\n")
     return b"".join(chunks)
 
 

@@ -23,14 +23,14 @@ __all__ = ["GENERATOR_MARKER", "TraceLike", "embed_json", "is_viewer_html", "ren
 def _line_numbers(path: Path) -> list[int] | None:
     """File line of each message, or None when it is simply index + 2.
 
-    The reader skips blank lines, so only a file with blank lines needs the table.
+    The reader skips blank lines and outcome lines, so only a file with those needs the table.
     """
     lines: list[int] = []
     shifted = False
     n_line = 0
     with open(path, "rb") as f:
         for n_line, raw in enumerate(f, 1):
-            if not raw.strip():
+            if not raw.strip() or raw.startswith(b'{"type":"outcome"'):  # not messages
                 shifted = True
                 continue
             lines.append(n_line)

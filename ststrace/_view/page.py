@@ -117,6 +117,12 @@ def render_page(
         info["version"] = version
 
     data: dict[str, Any] = {"header": header, "messages": messages, "source": info}
+    outcome = getattr(trace, "outcome", None)
+    if isinstance(outcome, dict):
+        # Shown in the header card: what was set (Session.outcome, ststrace outcome).
+        kept = {k: v for k, v in outcome.items() if v is not None and v != {}}
+        if kept:
+            data["outcome"] = kept
     if lines is not None:
         data["lines"] = lines
     if branches:

@@ -1009,6 +1009,12 @@
       stat(models.size === 1 ? "Model" : "Models", shown, null, true);
     }
     usageStats(stat);
+    // The session's outcome (Session.outcome / ststrace outcome): reward and success up top.
+    var outcome = isObject(data.outcome) ? data.outcome : null;
+    if (outcome && typeof outcome.reward === "number") stat("Reward", String(outcome.reward)).title = "outcome reward";
+    if (outcome && typeof outcome.success === "boolean") {
+      stat("Outcome", outcome.success ? "success" : "failure", outcome.success ? null : "bad").title = "outcome success";
+    }
     box.appendChild(stats);
 
     var dl = el("dl", "meta");
@@ -1046,6 +1052,12 @@
       var compact = str(v);
       row(k, textBlock(compact.length <= 80 ? compact : JSON.stringify(v, null, 2), "mono"));
     });
+    if (outcome) {
+      ["rewards", "labels"].forEach(function (k) {
+        if (!isObject(outcome[k])) return;
+        Object.keys(outcome[k]).forEach(function (name) { row(k === "rewards" ? "reward " + name : "label " + name, str(outcome[k][name])); });
+      });
+    }
     if (typeof source.bytes === "number") row("size", fmtBytes(source.bytes));
     sessionLinkRows(row);
     box.appendChild(dl);

@@ -608,6 +608,32 @@ def _reports_usage(api: FakeAPI, reply: _Reply) -> bool:
     return reply.usage is not None if reply.recorded else api.usage
 
 
+def _token_id(piece: str) -> int:
+    """A stable fake token id for *piece* (the same piece, the same id)."""
+    return int.from_bytes(hashlib.blake2s(piece.encode(), digest_size=2).digest(), "big") + 100
+
+
+def _output_pieces(api: FakeAPI, reply: _Reply) -> list[str]:
+    """The reply's output 'tokens': the pieces it is streamed in (text, then each call's arguments)."""
+    pieces = list(_pieces(reply.text or "", api.chunk_size))
+    for call in reply.tool_calls:
+        pieces.extend(_pieces(call.arguments_json, api.chunk_size))
+    return pieces
+
+
+def _token_logprob(piece: str, position: int) -> dict[str, Any]:
+    return {"token": piece, "logprob": -0.125 * (position % 8), "bytes": list(piece.encode()), "top_logprobs": []}
+
+
+def _asked_tokens(body: dict[str, Any]) -> tuple[bool, bool]:
+    """(logprobs, token ids): what the request asked for (OpenAI ``logprobs``, vLLM ``return_token_ids``)."""
+    return body.get("logprobs") is True, body.get("return_token_ids") is True
+
+
+def _prompt_token_ids(body: dict[str, Any]) -> list[int]:
+    return [_token_id(w) for w in json.dumps(body.get("messages"), sort_keys=True).split()][:512]
+
+
 def _chat_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> dict[str, Any]:
     message: dict[str, Any] = {
         "role": "assistant",
@@ -622,23 +648,30 @@ def _chat_json(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> dic
             {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": c.arguments_json}}
             for c in reply.tool_calls
         ]
-    return {
+    choice: dict[str, Any] = {
+        "index": 0,
+        "message": message,
+        "logprobs": None,
+        "finish_reason": "tool_calls" if reply.tool_calls else "stop",
+    }
+    out: dict[str, Any] = {
         "id": f"chatcmpl-fake{n:04d}",
         "object": "chat.completion",
         "created": CREATED,
         "model": _model(body, reply),
-        "choices": [
-            {
-                "index": 0,
-                "message": message,
-                "logprobs": None,
-                "finish_reason": "tool_calls" if reply.tool_calls else "stop",
-            }
-        ],
+        "choices": [choice],
         "usage": _chat_usage(body, reply, api) if _reports_usage(api, reply) else None,
         "service_tier": "default",
         "system_fingerprint": "fp_fake",
     }
+    want_logprobs, want_ids = _asked_tokens(body)
+    pieces = _output_pieces(api, reply) if want_logprobs or want_ids else []
+    if want_logprobs:
+        choice["logprobs"] = {"content": [_token_logprob(p, i) for i, p in enumerate(pieces)], "refusal": None}
+    if want_ids:  # vLLM's shape
+        choice["token_ids"] = [_token_id(p) for p in pieces]
+        out["prompt_token_ids"] = _prompt_token_ids(body)
+    return out
 
 
 def _chat_usage(body: dict[str, Any], reply: _Reply, api: FakeAPI | None = None) -> dict[str, Any]:
@@ -687,15 +720,31 @@ def _chat_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> Iter
     if include_usage:
         base["usage"] = None
 
-    def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
-        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+    want_logprobs, want_ids = _asked_tokens(body)
+    position = 0
+
+    def chunk(delta: dict[str, Any], finish_reason: str | None = None, token: str | None = None) -> bytes:
+        # *token*: the output token this chunk carries (its logprob and id when asked for).
+        nonlocal position
+        choice: dict[str, Any] = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        if token is not None:
+            if want_logprobs:
+                choice["logprobs"] = {"content": [_token_logprob(token, position)], "refusal": None}
+            if want_ids:
+                choice["token_ids"] = [_token_id(token)]
+            position += 1
         return _sse({**base, "choices": [choice]})
 
-    yield chunk({"role": "assistant", "content": "", "refusal": None})
+    if want_ids:
+        yield _sse({**base, "prompt_token_ids": _prompt_token_ids(body), "choices": [
+            {"index": 0, "delta": {"role": "assistant", "content": "", "refusal": None}, "logprobs": None, "finish_reason": None}
+        ]})
+    else:
+        yield chunk({"role": "assistant", "content": "", "refusal": None})
     for piece in _pieces(reply.reasoning or "", api.chunk_size):
         yield chunk({api.chat_reasoning_field: piece})
     for piece in _pieces(reply.text or "", api.chunk_size):
-        yield chunk({"content": piece})
+        yield chunk({"content": piece}, token=piece)
     for index, call in enumerate(reply.tool_calls):
         yield chunk(
             {
@@ -710,7 +759,7 @@ def _chat_sse(api: FakeAPI, body: dict[str, Any], reply: _Reply, n: int) -> Iter
             }
         )
         for piece in _pieces(call.arguments_json, api.chunk_size):
-            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]})
+            yield chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}, token=piece)
     yield chunk({}, "tool_calls" if reply.tool_calls else "stop")
     if include_usage:
         yield _sse({**base, "choices": [], "usage": _chat_usage(body, reply, api)})
