@@ -347,7 +347,8 @@ def spawn_worker(opts: Options, keys: list[str]) -> None:
 
 def run(argv: list[str], stdin: Any = None) -> int:
     """The hook: always 0, nothing on stdout."""
-    state = os.path.join(default_out(), STATE_DIR)
+    out = argv[argv.index("--out") + 1] if "--out" in argv[:-1] else default_out()
+    state = os.path.join(os.path.abspath(os.path.expanduser(out)), STATE_DIR)
     try:
         opts, rest = parse_options(argv)
         state = opts.state
