@@ -26,7 +26,8 @@ from . import hook
 #: The events each agent is hooked on: every one after which its transcript has grown, and its start and end.
 EVENTS: dict[str, tuple[str, ...]] = {
     "claude-code": ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop", "PreCompact", "SessionEnd"),
-    "gemini": ("SessionStart", "AfterAgent", "AfterTool", "AfterModel", "PreCompress", "SessionEnd"),
+    # Not AfterModel: it fires on every streamed chunk.
+    "gemini": ("SessionStart", "AfterAgent", "AfterTool", "PreCompress", "SessionEnd"),
 }
 #: Seconds (Claude Code) or milliseconds (Gemini CLI) the agent waits at most.
 _TIMEOUT = {"claude-code": 10, "gemini": 10_000}
