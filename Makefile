@@ -31,8 +31,12 @@ SIDE_TESTS := tests/test_integration_google_genai.py tests/test_replay_google.py
 PHX    := .venv-phoenix
 PHX_STAMP := $(PHX)/.ststrace-installed
 PHX_TESTS := tests/test_otel_phoenix.py
+# The npm coding agents the hook tests run (tests/test_hooks_gemini.py), pinned
+# in tests/agents_npm.py, installed once into .agents/ (the tests install them
+# there themselves when missing; without npm they skip and say so).
+AGENTS_STAMP := .agents/.installed
 
-.PHONY: demo test bench typecheck clean
+.PHONY: demo test bench typecheck clean agents
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -55,9 +59,15 @@ demo: $(CORE)
 	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-$*]'
 	touch $@
 
+$(AGENTS_STAMP): tests/agents_npm.py
+	if command -v npm >/dev/null; then $(BIN)/python -c 'import sys; sys.path.insert(0, "tests"); import agents_npm as a; [a.agent_bin(n) for n in a.PINS]' && touch $@; \
+	else echo "npm is missing: the tests that run npm coding agents will skip"; fi
+
+agents: $(STAMP) $(AGENTS_STAMP)
+
 # -rs: the reason of every skipped test (a missing browser is also said in one line).
 # About 10-15 minutes on 2 cores; see README "Set-up" for time and disk.
-test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP)
+test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP) $(AGENTS_STAMP)
 	$(OAI2)/bin/python -m pytest -q -rs -p no:cacheprovider $(OAI2_TESTS)
 	$(GOOGLE)/bin/python -m pytest -q -rs -p no:cacheprovider $(GOOGLE_TESTS)
 	$(SIDE)/bin/python -m pytest -q -rs -p no:cacheprovider $(SIDE_TESTS)
@@ -71,4 +81,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) .venv-crewai .agents traces .pytest_cache .mypy_cache
