@@ -219,7 +219,8 @@ def _line_end(path: str, offset: int) -> int:
 def note(opts: Options, ev: dict[str, Any], *, now: float | None = None) -> list[str]:
     """Record one event in the session's state; returns the keys whose STS file needs work."""
     state = opts.state
-    os.makedirs(os.path.join(state, "open"), exist_ok=True)
+    # Session state names transcripts and folders: the user's eyes only.
+    os.makedirs(os.path.join(state, "open"), mode=0o700, exist_ok=True)
     key = safe_key(opts.agent, ev["session"])
     now = time.time() if now is None else now
     with _Flock(os.path.join(state, key + ".state.lock")):
