@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = ROOT / ".agents"
-PINS = {"gemini": "@google/gemini-cli@0.61.0"}
+PINS = {"gemini": "@google/gemini-cli@0.61.0", "codex": "@openai/codex@0.171.0"}
 
 
 def agent_bin(name: str) -> Path | str:

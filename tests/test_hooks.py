@@ -121,10 +121,14 @@ def test_a_settings_file_it_cannot_read_is_left_untouched(tmp_path: Path, env: d
     assert "cannot read" in cli("hooks", "status", "--project", str(tmp_path), env=env).stdout.decode()
 
 
-def test_codex_install_says_it_is_not_supported(tmp_path: Path, env: dict[str, str]) -> None:
+def test_codex_install_writes_hooks_json_and_says_how_to_trust(tmp_path: Path, env: dict[str, str]) -> None:
     r = cli("hooks", "install", "codex", "--project", str(tmp_path), env=env)
-    assert r.returncode == 1 and b"not supported yet" in r.stderr
-    assert not (tmp_path / ".codex").exists()
+    out = r.stdout.decode()
+    assert r.returncode == 0 and "trust them" in out and "/hooks" in out
+    assert set(settings.installed_commands(json.loads((tmp_path / ".codex" / "hooks.json").read_bytes()))) == set(settings.EVENTS["codex"])
+    assert "trust: not checked" in cli("hooks", "status", "--project", str(tmp_path), env=env).stdout.decode()
+    assert cli("hooks", "uninstall", "codex", "--project", str(tmp_path), env=env).returncode == 0
+    assert not (tmp_path / ".codex" / "hooks.json").exists()
 
 
 # -- the hook -----------------------------------------------------------------------

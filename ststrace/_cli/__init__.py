@@ -49,7 +49,7 @@ COMMANDS: list[Command] = [
     _lazy("export", "write training rows (TRL messages + tools, JSONL or Parquet), one per session"),
     _lazy("upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket"),
     _lazy("otlp", "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"),
-    _lazy("hooks", "capture coding agents (Claude Code, Gemini CLI) live through their hooks"),
+    _lazy("hooks", "capture coding agents (Claude Code, Gemini CLI, Codex) live through their hooks"),
 ]
 
 

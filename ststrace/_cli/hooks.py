@@ -22,7 +22,7 @@ Capture coding agents' sessions live, as STS files, through the agents' own hook
   run AGENT        the hook itself (the agent runs it on each event; reads the event on stdin)
   reconcile        complete sessions whose end event never came, bring every file up to date
 
-AGENT is claude-code or gemini (codex: not yet). Each agent session becomes one
+AGENT is claude-code, gemini or codex. Each agent session becomes one
 STS file in --out (default: $XDG_DATA_HOME/ststrace/sessions), kept up to date
 event by event, redacted, equal to what `ststrace convert` writes for its
 transcript; sub-agents become linked child sessions. The hook prints nothing
@@ -37,11 +37,11 @@ def setup(p: argparse.ArgumentParser) -> None:
 
     def scope(q: argparse.ArgumentParser) -> None:
         g = q.add_mutually_exclusive_group()
-        g.add_argument("--project", metavar="DIR", help="the project's settings (DIR/.claude/settings.json, ...); default: the current directory")
-        g.add_argument("--user", action="store_true", help="the user's settings (~/.claude/settings.json, ~/.gemini/settings.json)")
+        g.add_argument("--project", metavar="DIR", help="the project's settings (DIR/.claude/settings.json, DIR/.gemini/settings.json, DIR/.codex/hooks.json); default: the current directory")
+        g.add_argument("--user", action="store_true", help="the user's settings (~/.claude/settings.json, ~/.gemini/settings.json, ~/.codex/hooks.json)")
 
     i = sub.add_parser("install", help="add the hooks to an agent's settings")
-    i.add_argument("agent", choices=_AGENTS, metavar="AGENT", help="claude-code or gemini")
+    i.add_argument("agent", choices=_AGENTS, metavar="AGENT", help="claude-code, gemini or codex")
     scope(i)
     i.add_argument("--out", metavar="DIR", help="directory for the STS files (default: $XDG_DATA_HOME/ststrace/sessions)")
     i.add_argument("--sync-to", metavar="URL", help="upload each session once it has ended (hf://buckets/USER/NAME[/prefix] or hf://datasets/...)")
@@ -105,6 +105,8 @@ def _install(args: argparse.Namespace) -> int:
     except settings.SettingsError as exc:
         raise CliError(str(exc)) from None
     print(f"{args.agent} ({where.scope}): {done} in {where.path}; sessions go to {out}")
+    if args.agent == "codex" and done != "already installed":
+        print("codex runs these hooks only once you trust them: start `codex` here and review them with /hooks")
     return 0
 
 
@@ -141,8 +143,10 @@ def _status(args: argparse.Namespace) -> int:
                 continue
             extra = f", synced to {opts.sync_to}" if opts.sync_to else ""
             print(f"{head}: installed; sessions in {opts.out}{extra}; log {Path(opts.state) / hook.LOG_NAME}")
+            if agent == "codex":
+                # Codex keeps trust as hashes only it computes: its /hooks view is the authority.
+                print("  trust: not checked by ststrace; Codex skips untrusted hooks (see /hooks in codex)")
             print(f"  last event: {_last_event(opts)}")
-    print("codex: not supported yet (its sessions convert with `ststrace convert ~/.codex/sessions`)")
     return 0
 
 

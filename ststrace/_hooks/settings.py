@@ -28,9 +28,11 @@ EVENTS: dict[str, tuple[str, ...]] = {
     "claude-code": ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop", "SubagentStop", "PreCompact", "SessionEnd"),
     # Not AfterModel: it fires on every streamed chunk.
     "gemini": ("SessionStart", "AfterAgent", "AfterTool", "PreCompress", "SessionEnd"),
+    # Codex has no end event: sessions close at the next start or by reconcile.
+    "codex": ("SessionStart", "UserPromptSubmit", "PostToolUse", "Stop"),
 }
 #: Seconds (Claude Code) or milliseconds (Gemini CLI) the agent waits at most.
-_TIMEOUT = {"claude-code": 10, "gemini": 10_000}
+_TIMEOUT = {"claude-code": 10, "gemini": 10_000, "codex": 10}
 _OURS = re.compile(r"ststrace[/\\]_hooks[/\\]hook\.py|(^|[\s'\"/])ststrace['\"]?\s+hooks\s+run\s|-m\s+ststrace\s+hooks\s+run\s")
 
 
@@ -47,10 +49,13 @@ class Place:
 
 def place(agent: str, *, project: str | None = None, user: bool = False) -> Place:
     """The settings file of *agent* for the project directory *project* (default: the current one) or the user."""
-    if agent == "codex":
-        raise SettingsError("codex: installing hooks into Codex's config.toml is not supported yet")
     if agent not in EVENTS:
         raise SettingsError(f"unknown agent {agent!r}; choose one of: {', '.join(EVENTS)}")
+    if agent == "codex":
+        # Codex reads hooks.json beside each config layer (the user's is $CODEX_HOME).
+        if user:
+            return Place(agent, "user", Path(os.environ.get("CODEX_HOME") or os.path.expanduser("~/.codex")) / "hooks.json")
+        return Place(agent, "project", Path(project or ".").resolve() / ".codex" / "hooks.json")
     folder = ".claude" if agent == "claude-code" else ".gemini"
     if user:
         if agent == "claude-code" and os.environ.get("CLAUDE_CONFIG_DIR"):
