@@ -284,3 +284,53 @@ def test_an_ended_session_is_synced_once_through_sync_to(tmp_path: Path, monkeyp
     assert api.sent() == {name: data for name, data in sessions(out).items()}
     done = hook.read_json(str(out / hook.STATE_DIR / f"{key}.done"))
     assert done is not None and done["synced"] == done["gen"]
+
+
+def _big_transcript(path: Path, copies: int) -> None:
+    """cc-main-1's conversation repeated *copies* times (fresh line and reply ids), a few MB."""
+    src = [json.loads(line) for line in (WILD / "cc-main-1.jsonl").read_text().splitlines()]
+    with open(path, "w") as f:
+        for i in range(copies):
+            for obj in src:
+                obj = dict(obj)
+                if "uuid" in obj:
+                    obj["uuid"] = f"{obj['uuid']}-{i}"
+                msg = obj.get("message")
+                if isinstance(msg, dict) and msg.get("id"):
+                    obj["message"] = {**msg, "id": f"{msg['id']}-{i}"}
+                f.write(json.dumps(obj) + "\n")
+
+
+def test_a_worker_killed_mid_conversion_leaves_a_valid_file_and_the_next_event_completes_it(tmp_path: Path) -> None:
+    import signal
+    import time
+
+    import ststrace
+
+    transcript = _transcripts(tmp_path)
+    out = tmp_path / "out"
+    _hook(out, _event(transcript, "Stop"))
+    settle(out)
+    before = sessions(out)["cc-main-1.jsonl"]
+    _big_transcript(transcript, 300)
+    state = out / hook.STATE_DIR
+    lock = state / "claude-code-cc-main-1.lock"
+    first = lock.read_text()  # the pid of the worker that has finished
+    _hook(out, _event(transcript, "Stop"))
+    # Wait for the new worker to hold the session's lock (it writes its pid there).
+    deadline = time.monotonic() + 60
+    while True:
+        with hook._Flock(str(lock), wait=False) as probe:
+            holder = lock.read_text()
+            if not probe.held and holder and holder != first:
+                break
+        assert time.monotonic() < deadline, "no worker took the lock"
+        time.sleep(0.01)
+    os.kill(int(holder), signal.SIGKILL)
+    assert hook.needs_work(str(state), "claude-code-cc-main-1")
+    # The file is the previous whole one (replaced atomically, never written in place).
+    assert sessions(out)["cc-main-1.jsonl"] == before
+    assert not [p for p in ststrace.validate(out / "cc-main-1.jsonl") if p.severity == "error"]
+    _hook(out, _event(transcript, "Stop"))
+    settle(out)
+    assert sessions(out)["cc-main-1.jsonl"] == convert_dir(transcript.parent, tmp_path / "conv")["cc-main-1.jsonl"]

@@ -77,7 +77,10 @@ def process(opts: hook.Options, key: str) -> None:
     """Convert until the session's STS file is as new as its last event."""
     state = opts.state
     while True:
-        with hook._Flock(os.path.join(state, key + ".lock")):
+        with hook._Flock(os.path.join(state, key + ".lock")) as lock:
+            # Who holds it, for `status` and for a test that kills the worker.
+            os.ftruncate(lock.fd, 0)
+            os.pwrite(lock.fd, str(os.getpid()).encode(), 0)
             while True:
                 st = hook.read_json(os.path.join(state, key + ".json"))
                 done = hook.read_json(os.path.join(state, key + ".done")) or {}
