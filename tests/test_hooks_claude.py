@@ -212,3 +212,41 @@ def test_an_agent_killed_mid_run_is_completed_at_the_next_start(trap: Trap, tmp_
     # result may not have reached the transcript before the kill).
     assert [m["role"] for m in msgs if m["role"] != "system"][:2] == ["user", "assistant"]
     assert msgs[1]["toolCalls"][0]["id"] == "toolu_b1"
+
+
+def test_a_background_sub_agent_and_two_parallel_ones_are_linked_children(agent: Agent, tmp_path: Path) -> None:
+    """The CLI's default (the sub-agent runs in the background while the parent
+    goes on), two of them started by one reply: one child file each, every one
+    linked to its own call, all equal to ``convert``'s."""
+    tasks = [
+        {"description": f"Echo {w}", "prompt": f"Echo {w} for me", "subagent_type": "general-purpose"}
+        for w in ("one", "two")
+    ]
+    agent.api.script(
+        ScriptedReply(
+            text="Delegating.",
+            tool_calls=tuple(ScriptedToolCall("Agent", t, f"task{i}") for i, t in enumerate(tasks)),
+            when=PROMPT,
+        ),
+        ScriptedReply(text="Both agents started.", when=PROMPT),
+        ScriptedReply(text="Both agents are done.", when=PROMPT),
+        ScriptedReply(text="And done.", when=PROMPT),
+        *(
+            r
+            for i, t in enumerate(tasks)
+            for r in (
+                ScriptedReply(text=None, tool_calls=(bash(f"echo {t['prompt'].split()[1]}", f"s{i}"),), when=t["prompt"], delay=0.3),
+                ScriptedReply(text=f"It printed {t['prompt'].split()[1]}.", when=t["prompt"]),
+            )
+        ),
+    )
+    agent.run(tools="Bash,Agent")
+    ours = agent.check_equal_to_convert(tmp_path)
+    heads = [lines(d)[0] for d in ours.values()]
+    (parent,) = [h for h in heads if "parentSessionId" not in h]
+    children = [h for h in heads if "parentSessionId" in h]
+    assert sorted(h["parentToolCallId"] for h in children) == ["toolu_task0", "toolu_task1"]
+    assert all(h["parentSessionId"] == parent["id"] for h in children)
+    parent_msgs = messages(next(d for d in ours.values() if lines(d)[0]["id"] == parent["id"]))
+    launched = [m["content"] for m in parent_msgs if m["role"] == "tool"]
+    assert len(launched) == 2 and all(c.startswith("Async agent launched") for c in launched)  # in the background
