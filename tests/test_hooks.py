@@ -334,3 +334,20 @@ def test_a_worker_killed_mid_conversion_leaves_a_valid_file_and_the_next_event_c
     _hook(out, _event(transcript, "Stop"))
     settle(out)
     assert sessions(out)["cc-main-1.jsonl"] == convert_dir(transcript.parent, tmp_path / "conv")["cc-main-1.jsonl"]
+
+
+def test_as_pi_writes_what_convert_to_pi_writes(tmp_path: Path) -> None:
+    transcript = _transcripts(tmp_path)
+    out = tmp_path / "out"
+    r = _hook(out, _event(transcript, "Stop"), "--as", "pi")
+    assert (r.returncode, r.stdout) == (0, b"")
+    settle(out)
+    conv = subprocess.run(
+        [sys.executable, "-m", "ststrace", "convert", "--to", "pi", "-o", str(tmp_path / "conv"), str(transcript.parent)],
+        capture_output=True, timeout=120,
+    )
+    assert conv.returncode == 0, conv.stderr
+    ours = sessions(out)
+    assert len(ours) == 2 and ours == {p.name: p.read_bytes() for p in (tmp_path / "conv").glob("*.jsonl")}
+    assert all(lines(d)[0]["type"] == "session" and "harness" in lines(d)[0] for d in ours.values())
+    assert hook_log(out) == ""
