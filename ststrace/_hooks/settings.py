@@ -164,7 +164,12 @@ def install(where: Place, command: str) -> str:
     backup = _backup_path(where.path)
     if not updating or not backup.exists():
         backup.parent.mkdir(parents=True, exist_ok=True)
-        record = {"path": str(where.path), "existed": raw is not None, "text": raw.decode("utf-8", "surrogateescape") if raw else ""}
+        record = {
+            "path": str(where.path),
+            "existed": raw is not None,
+            "dir_existed": where.path.parent.is_dir(),
+            "text": raw.decode("utf-8", "surrogateescape") if raw else "",
+        }
         backup.write_text(json.dumps(record), encoding="utf-8")
     new = _strip(obj)
     hooks = dict(new.get("hooks") or {})
@@ -199,6 +204,11 @@ def uninstall(where: Place) -> str:
         # Nothing else changed since install: give the file back as it was.
         if record is not None and not record.get("existed"):
             where.path.unlink()
+            if record.get("dir_existed") is False:
+                try:
+                    where.path.parent.rmdir()  # ours, if still empty
+                except OSError:
+                    pass
         else:
             _write(where.path, str(record.get("text") if record else "").encode("utf-8", "surrogateescape"))
     else:
