@@ -25,7 +25,7 @@ def agent_bin(name: str) -> Path | str:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two pytest processes: one install
         if not exe.exists():
             r = subprocess.run(
-                ["npm", "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", "--no-save", PINS[name]],
+                ["npm", "install", "--prefix", str(PREFIX), "--no-audit", "--no-fund", "--save-exact", PINS[name]],
                 capture_output=True,
                 text=True,
                 timeout=900,
