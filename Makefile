@@ -31,6 +31,10 @@ SIDE_TESTS := tests/test_integration_google_genai.py tests/test_replay_google.py
 PHX    := .venv-phoenix
 PHX_STAMP := $(PHX)/.ststrace-installed
 PHX_TESTS := tests/test_otel_phoenix.py
+# The npm coding agents the hook tests run (tests/test_hooks_gemini.py), pinned
+# in tests/agents_npm.py, installed once into .agents/ (the tests install them
+# there themselves when missing; without npm they skip and say so).
+AGENTS_STAMP := .agents/.installed
 
 # TRL's trainers (DPO, KTO, SFT) on exported rows, one step each on CPU on a tiny
 # random model, nothing downloaded: .venv-train (the test-train extra, ~1.5 GB with
@@ -39,7 +43,7 @@ TRAIN  := .venv-train
 TRAIN_STAMP := $(TRAIN)/.ststrace-installed
 TRAIN_FIND := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: demo test test-train docs bench typecheck clean
+.PHONY: demo test test-train docs agents bench typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -62,9 +66,15 @@ demo: $(CORE)
 	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-$*]'
 	touch $@
 
+$(AGENTS_STAMP): tests/agents_npm.py
+	if command -v npm >/dev/null; then $(PYTHON) -c 'import sys; sys.path.insert(0, "tests"); import agents_npm as a; [a.agent_bin(n) for n in a.PINS]' && touch $@; \
+	else echo "npm is missing: the tests that run npm coding agents will skip"; fi
+
+agents: $(AGENTS_STAMP)
+
 # -rs: the reason of every skipped test (a missing browser is also said in one line).
 # About 10-15 minutes on 2 cores; see README "Set-up" for time and disk.
-test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP)
+test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP) $(AGENTS_STAMP)
 	$(OAI2)/bin/python -m pytest -q -rs -p no:cacheprovider $(OAI2_TESTS)
 	$(GOOGLE)/bin/python -m pytest -q -rs -p no:cacheprovider $(GOOGLE_TESTS)
 	$(SIDE)/bin/python -m pytest -q -rs -p no:cacheprovider $(SIDE_TESTS)
@@ -104,4 +114,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) $(TRAIN) $(DOCS) site .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) $(TRAIN) $(DOCS) site .venv-crewai .agents traces .pytest_cache .mypy_cache

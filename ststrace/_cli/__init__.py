@@ -50,6 +50,7 @@ COMMANDS: list[Command] = [
     _lazy("outcome", "attach an outcome (reward, rewards, labels, success) to closed trace files"),
     _lazy("upload", "check traces, then upload them to a Hub dataset repo or Storage Bucket"),
     _lazy("otlp", "send traces to an OpenTelemetry backend (OTLP/HTTP) as GenAI spans"),
+    _lazy("hooks", "capture coding agents (Claude Code, Gemini CLI, Codex) live through their hooks"),
 ]
 
 
@@ -87,6 +88,13 @@ def _safe_stdout() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit code (0 ok, 1 failure, 2 usage)."""
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:2] == ["hooks", "run"] and not {"-h", "--help"} & set(words):
+        # A coding agent waits on this at every event: skip building the
+        # parser, which sets up (imports) every command.
+        from .._hooks import hook
+
+        return hook.run(words[2:])
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -226,6 +226,8 @@ def detect(path: str | os.PathLike[str]) -> str:
         return "droid"
     if ftype in ("cursor_session_meta", "cursor_available_tools"):
         return "cursor"
+    if gemini.is_jsonl_head(first):
+        return "gemini"  # Gemini CLI 0.61's JSON Lines recording
     if first.get("role") == "session_meta":
         return "hermes"  # a Hermes gateway transcript
     if any(_str_type(o) in _CODEX_TYPES and isinstance(o.get("payload"), dict) for o in dicts):

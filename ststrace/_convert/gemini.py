@@ -12,6 +12,14 @@ Two files hold a Gemini CLI conversation:
   ``{role: "user" | "model", parts}`` (``text``, ``thought``, ``functionCall``,
   ``functionResponse``, ``inlineData``), bare or as ``{"history": [...]}``.
 
+Gemini CLI 0.61 writes the chat recording as JSON Lines instead
+(``session-<time>-<id>.jsonl``), appended as the session goes: a metadata line
+(``sessionId``, ``projectHash``, ...), then records read as Gemini CLI reads
+them back: a message (``id``) is added, or replaces the earlier state of the
+same id in place; ``{"$set": {...}}`` updates the metadata (a ``messages``
+list there replaces them all); ``{"$rewindTo": id}`` drops that message and
+every later one.
+
 Token counts (``tokens``) are Gemini's: ``input`` includes the ``cached``
 tokens, ``thoughts`` are billed as output but counted apart, ``tool`` is the
 tool-use prompt; ``total`` is their sum.
@@ -48,10 +56,13 @@ _SETUP = "This is the Gemini CLI. We are setting up the context for our chat."
 
 def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | None = None) -> list[Converted]:
     file_dropped = dropped if dropped is not None else Counter()
+    raw = path.read_bytes()
     try:
-        doc = orjson.loads(path.read_bytes())
+        doc = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ConvertError(f"{path}: not a Gemini CLI session (not JSON: {exc})") from None
+        doc = jsonl_recording(raw, file_dropped)
+        if doc is None:
+            raise ConvertError(f"{path}: not a Gemini CLI session (not JSON: {exc})") from None
     if isinstance(doc, dict) and isinstance(doc.get("messages"), list):
         b = _recording(path, doc)
     elif is_checkpoint(doc):
@@ -59,6 +70,68 @@ def convert(path: Path, *, all_branches: bool = False, dropped: Counter[str] | N
     else:
         raise ConvertError(f"{path}: not a Gemini CLI session (no messages, no history)")
     return finish([b], file_dropped)
+
+
+def is_jsonl_head(obj: Any) -> bool:
+    """The first line of a JSON Lines chat recording (0.61): its metadata."""
+    return (
+        isinstance(obj, dict)
+        and isinstance(obj.get("sessionId"), str)
+        and isinstance(obj.get("projectHash"), str)
+        and "type" not in obj
+    )
+
+
+def jsonl_recording(raw: bytes, dropped: Counter[str]) -> dict[str, Any] | None:
+    """The recording a ``session-*.jsonl`` file holds, as the JSON form has it (None: not one)."""
+    meta: dict[str, Any] | None = None
+    messages: dict[str, dict[str, Any]] = {}
+    lines = raw.split(b"\n")
+    for n, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            rec = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            if meta is None:
+                return None
+            # The line being written when the file was read: not lost, only not there yet.
+            dropped["torn last line" if n == len(lines) - 1 else "unreadable line"] += 1
+            continue
+        if meta is None:
+            if not is_jsonl_head(rec):
+                return None
+            meta = {k: v for k, v in rec.items() if k != "messages"}
+            _add(messages, rec.get("messages"))
+        elif not isinstance(rec, dict):
+            dropped["line:not an object"] += 1
+        elif isinstance(rec.get("$rewindTo"), str):
+            ids = list(messages)
+            cut = ids.index(rec["$rewindTo"]) if rec["$rewindTo"] in ids else 0
+            for mid in ids[cut:]:
+                del messages[mid]
+        elif isinstance(rec.get("id"), str):
+            messages[rec["id"]] = rec  # a later state of a message keeps its place
+        elif isinstance(rec.get("$set"), dict):
+            update = rec["$set"]
+            if isinstance(update.get("messages"), list):
+                messages.clear()
+                _add(messages, update["messages"])
+            meta.update((k, v) for k, v in update.items() if k != "messages")
+        elif is_jsonl_head(rec):
+            meta.update((k, v) for k, v in rec.items() if k != "messages")
+            _add(messages, rec.get("messages"))
+        else:
+            dropped["line:unknown record"] += 1
+    if meta is None:
+        return None
+    return {**meta, "messages": list(messages.values())}
+
+
+def _add(messages: dict[str, dict[str, Any]], items: Any) -> None:
+    for m in items if isinstance(items, list) else []:
+        if isinstance(m, dict) and isinstance(m.get("id"), str):
+            messages[m["id"]] = m
 
 
 def is_recording(doc: Any) -> bool:
@@ -84,25 +157,43 @@ def is_checkpoint(doc: Any) -> bool:
 def _recording(path: Path, doc: Mapping[str, Any]) -> Builder:
     b = Builder(HARNESS, str_or_none(doc.get("sessionId")) or path.stem)
     b.metadata.update(project_hash=str_or_none(doc.get("projectHash")), timestamp=to_ms(doc.get("startTime")))
+    answered: set[str] = set()
     for msg in doc["messages"]:
         if not isinstance(msg, dict):
             b.dropped["message:invalid"] += 1
             continue
         kind = msg.get("type")
         ts = to_ms(msg.get("timestamp"))
+        if kind == "user" and _answered(msg.get("content"), answered):
+            # 0.61 also records the results it sends back as a user turn:
+            # they are the calls' results, already paired.
+            continue
         text = _content(msg.get("content"), b)
-        if kind == "user":
+        if kind == "user" and text.lstrip().startswith(("<session_context>", _SETUP)):
+            b.system(text, ts)  # the CLI's own context turn (0.61 records it), not a prompt
+        elif kind == "user":
             b.user(text, ts)
             if b.name is None:
                 b.name = shorten(text)
         elif kind == "gemini":
             _reply(b, msg, text, ts)
+            calls = msg.get("toolCalls")
+            if isinstance(calls, list):
+                answered.update(str(c.get("id")) for c in calls if isinstance(c, dict))
         elif kind in ("info", "warning", "error"):
             # What the CLI showed the user (an API error, a notice), not model output.
             b.system(f"[{kind}] {text}" if text else f"[{kind}]", ts)
         else:
             b.dropped[f"message:{kind}" if isinstance(kind, str) else "message:untyped"] += 1
     return b
+
+
+def _answered(content: Any, answered: set[str]) -> bool:
+    """Whether *content* is only ``functionResponse`` parts for calls whose results were recorded."""
+    if not isinstance(content, list) or not content:
+        return False
+    ids = [p["functionResponse"].get("id") for p in content if isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)]
+    return len(ids) == len(content) and all(isinstance(i, str) and i in answered for i in ids)
 
 
 def _content(value: Any, b: Builder) -> str:
