@@ -21,7 +21,7 @@ def test_otlp_without_the_exporter_prints_the_install_hint(tmp_path: Path) -> No
     assert s.path is not None
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shadow), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run(
-        [sys.executable, "-m", "ststrace", "otlp", str(s.path)],
+        [sys.executable, "-m", "ststrace", "otlp", "--endpoint", "http://127.0.0.1:9/v1/traces", str(s.path)],
         capture_output=True, text=True, env=env, timeout=60, check=False,
     )
     assert proc.returncode != 0
