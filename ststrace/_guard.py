@@ -28,11 +28,13 @@ written unredacted (fail closed), and the error is logged.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import hmac
 import json
 import os
+import stat
 import threading
 import weakref
 from bisect import bisect_right
@@ -798,11 +800,34 @@ def _id_key() -> bytes:
         return _ID_KEY
 
 
+def _read_private(path: str) -> bytes:
+    """The key file's bytes, refused as ssh refuses a private key: when it is a
+    symbolic link (someone else may point it at a key they know), not a regular
+    file, another user's, or readable or writable by group or others."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symbolic link; refused (make it a regular file of mode 0600)") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file; refused")
+        if os.name == "posix":
+            if st.st_uid != os.getuid():
+                raise ValueError(f"{path} belongs to another user (uid {st.st_uid}); refused")
+            if st.st_mode & 0o077:
+                raise ValueError(
+                    f"{path} is accessible by others (mode {stat.S_IMODE(st.st_mode):04o}); refused: chmod 600 it"
+                )
+        return f.read(4096)
+
+
 def _load_or_make_key(path: str) -> bytes:
     for _ in range(3):
         try:
-            with open(path, "rb") as f:
-                key = f.read(4096)
+            key = _read_private(path)
         except FileNotFoundError:
             pass
         else:
