@@ -854,7 +854,7 @@ class Redactor:
     safe to share between threads.
     """
 
-    __slots__ = ("_literals", "_custom", "_builtin", "_min_len", "escapes_matter")
+    __slots__ = ("_literals", "_custom", "_builtin", "_min_len", "escapes_matter", "_late")
 
     def __init__(
         self,
@@ -893,16 +893,56 @@ class Redactor:
                     lits[value] = "env"
         # Longest first: when one literal contains another, the longer one wins.
         self._literals: tuple[tuple[str, str], ...] = tuple(sorted(lits.items(), key=lambda kv: -len(kv[0])))
-        min_len = min((len(v) for v in lits), default=1 << 30)
-        if custom:
-            min_len = 1
-        elif builtin:
-            min_len = min(min_len, _MIN_SHAPE)
-        self._min_len = min_len
+        #: (name, value) of environment secrets added after it was built (see with_env_value).
+        self._late: tuple[tuple[str, str], ...] = ()
+        self._min_len = self._limits(self._literals)
         #: Whether JSON escapes other than ``\\u`` and ``\\/`` can hide a secret
         #: from a scan of raw JSON text: a literal with a quote, a backslash or a
         #: control character, or any user regex (which may match anything).
         self.escapes_matter: bool = bool(custom) or any(_json_escapes(lit) for lit in lits)
+
+    def with_env_value(self, name: str, value: str) -> Redactor:
+        """This redactor plus the value of the secret-looking environment
+        variable *name*, set later: the cost of that one value (and of copying
+        the literal list), never a scan of the whole environment. A value set
+        later for the same name replaces the one it added, as a redactor built
+        from the environment then would hold only the current one. *self* when
+        nothing changes (too short, a path, already known, caught by a shape)."""
+        value = value.strip()
+        late = dict(self._late)
+        old = late.pop(name, None)
+        if old == value:
+            return self
+        lits = self._literals
+        if old is not None and old not in late.values():
+            lits = tuple(kv for kv in lits if kv[0] != old)
+        if (
+            len(value) >= MIN_LITERAL
+            and not any(lit == value for lit, _ in lits)
+            and not self._shape_covers(value)
+            and not _is_existing_path(value)
+        ):
+            late[name] = value
+            lits = tuple(sorted((*lits, (value, "env")), key=lambda kv: -len(kv[0])))
+        if lits is self._literals:
+            return self
+        new = object.__new__(Redactor)
+        new._builtin = self._builtin
+        new._custom = self._custom
+        new._literals = lits
+        new._late = tuple(late.items())
+        new._min_len = self._limits(lits)
+        if old is not None and self.escapes_matter:
+            new.escapes_matter = bool(self._custom) or any(_json_escapes(lit) for lit, _ in lits)
+        else:
+            new.escapes_matter = self.escapes_matter or (value in late.values() and _json_escapes(value))
+        return new
+
+    def _limits(self, lits: Sequence[tuple[str, str]]) -> int:
+        min_len = min((len(v) for v, _ in lits), default=1 << 30)
+        if self._custom:
+            return 1
+        return min(min_len, _MIN_SHAPE) if self._builtin else min_len
 
     def _shape_covers(self, value: str) -> bool:
         if not self._builtin:

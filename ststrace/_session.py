@@ -386,6 +386,8 @@ class Session:
         if self._close_done:
             return None
         self._closed = True
+        if self._guard is not None:
+            self._guard.stop_following()  # a closed session takes no later environment secret
         writer = self._writer
         if self._tools_next is not None and writer is not None:
             # Offered to a call that recorded nothing after (it raised): no
