@@ -26,7 +26,7 @@ from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
 from ._ids import check_id, file_stem, new_session_id, new_tool_call_id
 from ._redact import Redactor
-from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_resume
+from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, lock, open_resume, unlock
 
 _time_ns = time.time_ns
 
@@ -250,7 +250,14 @@ class Session:
         # file, reads, cuts and appends (a FIFO would block a plain open).
         fd = open_resume(self._trace_path)
         try:
-            self._read_for_resume(fd)
+            # Exclusive across the read and the cut: lines other processes
+            # append (under a shared lock) land before the read or after the cut.
+            locked = lock(fd, exclusive=True)
+            try:
+                self._read_for_resume(fd)
+            finally:
+                if locked:
+                    unlock(fd)
         except BaseException:
             os.close(fd)
             raise
