@@ -694,7 +694,10 @@ _CURL_HEADER = _r(
     "secret",
 )
 _OPENSHIFT = _r("openshift_token", r"sha256~[\w\-]{43}(?![\w\-])", _v_token(7))
-_AWS_SESSION = _r("aws_session_token", r"IQoJb3JpZ2luX2Vj[A-Za-z0-9+/]{100,4000}={0,2}(?![A-Za-z0-9+/=])", _v_boundary)
+_AWS_SESSION = _r(
+    "aws_session_token", r"IQoJb3JpZ2luX2Vj[A-Za-z0-9+/]{100,4000}={0,2}(?![A-Za-z0-9+/=])", _v_boundary,
+    skip=(r"[A-Za-z0-9+/=]*", 4018),
+)
 _AZURE_AD = _r("azure_ad_secret", r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])", _v_azure_ad)
 # The whole path after "webhookb2/" is the credential.
 _TEAMS_HOOK = _r(

@@ -191,6 +191,21 @@ def test_negative_is_untouched(redactor: Redactor, text: str) -> None:
     assert redactor.find(text) == []
 
 
+@pytest.mark.parametrize(
+    "unit",
+    ["://a:b@", "curl -u a:b ", " -H 'X-Key: ", "8Q~", "sha256~", "IQoJb3JpZ2luX2Vj", "sk-or-v1-",
+     "://x.webhook.office.com/webhookb2/"],
+)
+def test_adversarial_text_for_the_shapes_of_issue_31_stays_linear(redactor: Redactor, unit: str) -> None:
+    """1 MB of one new anchor repeated is scanned in well under a second."""
+    import time
+
+    text = unit * (1_000_000 // len(unit))
+    t0 = time.perf_counter()
+    redactor.find(text)
+    assert time.perf_counter() - t0 < 1.0
+
+
 def test_every_kind_has_a_positive() -> None:
     assert {k for k, _, _ in POSITIVES} | {k for k, _, _ in BREADTH} == set(KINDS)
 
