@@ -26,11 +26,12 @@ converts. Secrets are redacted exactly as ``convert`` redacts them.
 from __future__ import annotations
 
 import os
+import secrets
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
@@ -211,7 +212,9 @@ def _load(
         # Read as STS first: one open for the common case; a file that is not
         # STS (another agent's format) is converted, one that is and is damaged reported.
         try:
-            trace = read(path)
+            # A torn last line (a session killed mid-write) is skipped with a
+            # warning, as convert, stats and cat read it: the session is kept.
+            trace = read(path, strict=False)
         except TraceFormatError:
             if is_sts(path, whole=False):
                 raise
@@ -477,7 +480,13 @@ class _ParquetSink:
         features = self.features
         meta = {b"huggingface": orjson.dumps({"info": {"features": features}})}
         self.schema = pa.schema(fields, metadata=meta)
-        self.writer = pa.parquet.ParquetWriter(str(path), self.schema)
+        # An open file, not a path: pyarrow would follow a link planted at the name.
+        self.f = _create(path)
+        try:
+            self.writer = pa.parquet.ParquetWriter(self.f, self.schema)
+        except BaseException:
+            self.f.close()
+            raise
         self.batch: list[dict[str, Any]] = []
 
     def write(self, row: dict[str, Any]) -> None:
@@ -514,13 +523,26 @@ class _ParquetSink:
         self.batch.clear()
 
     def close(self) -> None:
-        self.flush()
-        self.writer.close()
+        try:
+            self.flush()
+            self.writer.close()
+            self.f.flush()
+            os.fsync(self.f.fileno())
+        finally:
+            self.f.close()
+
+
+def _create(path: Path) -> BinaryIO:
+    """A new file at *path*, 0600: never through a link planted at the name, never
+    over an existing file. Private like traces and ``convert`` output: an export
+    with ``--no-redact`` holds raw secrets."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0), 0o600)
+    return os.fdopen(fd, "wb")
 
 
 class _JsonlSink:
     def __init__(self, path: Path, fmt: str) -> None:
-        self.f = open(path, "wb")
+        self.f = _create(path)
 
     def write(self, row: dict[str, Any]) -> None:
         self.f.write(dumps(row) + b"\n")
@@ -616,7 +638,8 @@ def export(
     target.parent.mkdir(parents=True, exist_ok=True)
     # Written beside the target and moved into place at the end: a failed or
     # interrupted export leaves the old output (or none), never half a file.
-    tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+    # A name no one can guess ahead (a link planted there would be refused anyway).
+    tmp = target.with_name(f".{target.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     sink = _ParquetSink(tmp, format) if parquet else _JsonlSink(tmp, format)
     try:
         try:

@@ -28,12 +28,15 @@ written unredacted (fail closed), and the error is logged.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import hmac
 import json
 import os
+import stat
 import threading
+import types
 import weakref
 from bisect import bisect_right
 from typing import Any, Callable
@@ -129,6 +132,8 @@ class MessageGuard:
         #: environment variable is set later (see _watch_environ).
         self._follows_env = follows_env and redactor is not None
         self._use(redactor)
+        if self._follows_env:
+            _followers.add(self)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         # Reentrant: a signal handler may record while the main thread holds
@@ -161,6 +166,12 @@ class MessageGuard:
         self.screen = _screen(redactor, self._cap, self._media)
         self._short = max(short, 1)
         self.redactor = redactor
+
+    def stop_following(self) -> None:
+        """Its session closed: keep the redactor, no longer take later environment
+        secrets (a set then costs nothing once no session is open)."""
+        self._follows_env = False
+        _followers.discard(self)
 
     # -- public ---------------------------------------------------------------------
 
@@ -804,11 +815,34 @@ def _id_key() -> bytes:
         return _ID_KEY
 
 
+def _read_private(path: str) -> bytes:
+    """The key file's bytes, refused as ssh refuses a private key: when it is a
+    symbolic link (someone else may point it at a key they know), not a regular
+    file, another user's, or readable or writable by group or others."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise ValueError(f"{path} is a symbolic link; refused (make it a regular file of mode 0600)") from None
+        raise
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise ValueError(f"{path} is not a regular file; refused")
+        if os.name == "posix":
+            if st.st_uid != os.getuid():
+                raise ValueError(f"{path} belongs to another user (uid {st.st_uid}); refused")
+            if st.st_mode & 0o077:
+                raise ValueError(
+                    f"{path} is accessible by others (mode {stat.S_IMODE(st.st_mode):04o}); refused: chmod 600 it"
+                )
+        return f.read(4096)
+
+
 def _load_or_make_key(path: str) -> bytes:
     for _ in range(3):
         try:
-            with open(path, "rb") as f:
-                key = f.read(4096)
+            key = _read_private(path)
         except FileNotFoundError:
             pass
         else:
@@ -867,13 +901,23 @@ def _make_screen(terms: tuple[str, ...] | None, cap: int) -> Callable[[str], boo
     """
     if terms is None:
         return _always
-    names = [f"_t{i}" for i in range(len(terms))]
-    params = "".join(f", {n}={n}" for n in names)
-    tests = "".join(f" or {n} in text" for n in names)
-    namespace: dict[str, Any] = dict(zip(names, terms))
-    exec(f"def screen(text{params}):\n    return len(text) > {int(cap)}{tests}\n", namespace)
-    screen: Callable[[str], bool] = namespace["screen"]
+    # The code depends only on how many terms there are: compiled once per
+    # count, each new list of terms is one function object (a microsecond;
+    # an environment secret set later makes a new list, see _environ_set).
+    template = _screen_code(len(terms), int(cap))
+    screen: Callable[[str], bool] = types.FunctionType(template.__code__, template.__globals__, "screen", terms)
     return screen
+
+
+@functools.lru_cache(maxsize=64)
+def _screen_code(n: int, cap: int) -> Callable[..., bool]:
+    names = [f"_t{i}" for i in range(n)]
+    params = "".join(f", {name}=None" for name in names)
+    tests = "".join(f" or {name} in text" for name in names)
+    namespace: dict[str, Any] = {}
+    exec(f"def screen(text{params}):\n    return len(text) > {cap}{tests}\n", namespace)
+    template: Callable[..., bool] = namespace["screen"]
+    return template
 
 
 def _always(text: str) -> bool:
@@ -944,10 +988,19 @@ def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000)
 # is recorded after it appears, and the hot path must not look at the
 # environment per record: os.environ's __setitem__ (which setdefault, update,
 # load_dotenv and monkeypatch all go through) is wrapped once, and a set of a
-# secret-looking name rebuilds the default redactor and hands it to every
-# guard that follows it. os.putenv() alone does not change os.environ (nor what Python code reads).
+# secret-looking name adds that one value to the redactor of every guard that
+# follows the environment (an open session's with redact=True). The cost is
+# that of the one value, not of the environment; with no session open, one
+# emptiness test. os.putenv() alone does not change os.environ (nor what
+# Python code reads). The next Session() builds its default redactor afresh
+# from the environment (see default_redactor).
 
 _environ_watched = False
+# The guards of open sessions that follow the environment (see stop_following).
+_followers: weakref.WeakSet[MessageGuard] = weakref.WeakSet()
+# Two threads setting two secrets at once must not each drop the other's
+# value; reentrant, as a signal handler may set a variable mid-update.
+_follow_lock = threading.RLock()
 
 
 def _watch_environ() -> None:
@@ -965,6 +1018,8 @@ def _watch_environ() -> None:
 
     def __setitem__(self: Any, key: Any, value: Any) -> None:
         original(self, key, value)
+        if not _followers:
+            return
         try:
             _environ_set(key, value)
         except Exception as exc:  # never the caller's problem
@@ -984,10 +1039,25 @@ def _environ_set(key: Any, value: Any) -> None:
         return
     if len(value.strip()) < MIN_LITERAL or not is_secret_env_name(key):
         return
-    redactor = default_redactor()
-    for guard in list(_guards):
-        if guard._follows_env and guard.redactor is not redactor:
-            guard._use(redactor)
+    with _follow_lock:
+        # Guards share redactors (most the default one) and caps: each
+        # redactor is extended once, and each new state (redactor, screen,
+        # short) is computed once and handed to every guard that had the old one.
+        done: dict[tuple[int, int, bool], tuple[Redactor, Redactor, Callable[[str], bool], int]] = {}
+        for guard in list(_followers):
+            old = guard.redactor
+            if old is None:
+                continue
+            slot = (id(old), guard._cap, guard._media)
+            hit = done.get(slot)
+            if hit is None:
+                new = old.with_env_value(key, value)
+                if new is not old:
+                    guard._use(new)
+                hit = done[slot] = (old, new, guard.screen, guard._short)
+            elif hit[1] is not old:
+                # The order _use follows: a thread mid-call keeps what it read.
+                guard.screen, guard._short, guard.redactor = hit[2], hit[3], hit[1]
 
 
 # Every guard, so the child of a fork gets fresh locks: a thread counting a

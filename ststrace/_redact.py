@@ -398,6 +398,14 @@ _PREFIX_ROWS: tuple[tuple[str, tuple[str, ...], str, Callable[[str, int, int], b
     ("sourcegraph_token", ("sgp_",), r"sgp_(?:[a-fA-F0-9]{16}_|local_)?[a-fA-F0-9]{40}(?![A-Za-z0-9])", _v_hex(4), "sourcegraph-access-token"),
     ("flyio_token", ("fo1_", "fm2_", "fm1a_", "fm1r_"), r"f(?:o1_[\w\-]{43}|m1[ar]_[a-zA-Z0-9+/]{100,}={0,3}|m2_[a-zA-Z0-9+/]{100,}={0,3})(?![\w+/=\-])",
      _v_token(4), "flyio-access-token"),
+    # Agent credentials (issue 31): TruffleHog detects each.
+    ("langsmith_key", ("lsv2_pt_", "lsv2_sk_"), r"lsv2_(?:pt|sk)_[a-f0-9]{32}_[a-f0-9]{10}(?![A-Za-z0-9])", _v_hex(8),
+     "LangSmith (TruffleHog)"),
+    ("tavily_key", ("tvly-",), rf"tvly-(?:dev-|prod-)?[{_A}]{{32}}(?![{_A}\-])", _v_token(5), "Tavily (TruffleHog)"),
+    ("pinecone_key", ("pcsk_",), r"pcsk_[A-Za-z0-9_]{50,120}(?![A-Za-z0-9_\-])", _v_token(5), "Pinecone (TruffleHog)"),
+    ("supabase_token", ("sbp_",), r"sbp_(?:v0_)?[a-f0-9]{40}(?![A-Za-z0-9])", _v_hex(4), "Supabase (TruffleHog)"),
+    ("google_oauth_secret", ("GOCSPX-",), r"GOCSPX-[A-Za-z0-9_\-]{28}(?![A-Za-z0-9_\-])", _v_token(7),
+     "gcp-oauth-client-secret (TruffleHog)"),
     ("url_token", ("access_token=", "api_key=", "auth_token=", "refresh_token=", "client_secret="),
      # In a query string only ("?" or "&" before it): "api_key=api_key" is a keyword argument.
      r"(?<=[?&;#])(?:access_token|api_key|auth_token|refresh_token|client_secret)=(?P<secret>[^\s&#\"'`<>\\]{8,2048})",
@@ -466,7 +474,42 @@ _TITLES: dict[str, str] = {
     "artifactory_key": "JFrog Artifactory API keys (`AKCp`)",
     "slack_webhook": "Slack incoming-webhook URLs (`hooks.slack.com/services/...`)",
     "google_oauth_token": "Google OAuth access tokens (`ya29.`)",
+    "openrouter_key": "OpenRouter API keys (`sk-or-v1-`)",
+    "langsmith_key": "LangSmith API keys (`lsv2_pt_`, `lsv2_sk_`)",
+    "tavily_key": "Tavily API keys (`tvly-`)",
+    "pinecone_key": "Pinecone API keys (`pcsk_`)",
+    "supabase_token": "Supabase access tokens (`sbp_`)",
+    "google_oauth_secret": "Google OAuth client secrets (`GOCSPX-`)",
+    "azure_ad_secret": "Azure AD client secrets (`...8Q~...`)",
+    "teams_webhook": "Microsoft Teams webhook URLs (`*.webhook.office.com/webhookb2/...`)",
+    "curl_credential": "credentials on a `curl` command line (`-u user:password`, `-H 'X-API-Key: ...'`)",
+    "aws_session_token": "AWS session tokens (`IQoJb3JpZ2luX2Vj`)",
+    "openshift_token": "OpenShift user tokens (`sha256~`)",
 }
+
+#: Token shapes not detected, with why: the README's list of uncovered shapes
+#: (between its ``uncovered`` markers) is generated from this table.
+UNCOVERED: tuple[tuple[str, str], ...] = (
+    ("Alibaba", "`LTAI`"),
+    ("Databricks", "`dapi`"),
+    ("HashiCorp Vault", "`hvs.`"),
+    ("Doppler", "`dp.pt.`"),
+    ("Dynatrace", "`dt0c01.`"),
+    ("Facebook", "`EAA`"),
+    ("42 Intra", "`s-s4t2ud-`"),
+    ("AWS", "`ABIA`/`ACCA`/`A3T` key ids"),
+    ("Square", "`EAAA`"),
+    ("Terraform Cloud", "`<14>.atlasv1.<67>`"),
+    ("Harness", "`pat.<22>.<24>.<20>`"),
+    ("Discord", "webhook URLs (`discord.com/api/webhooks/...`)"),
+    ("JDBC URLs", "`password=`"),
+    ("ADO.NET connection strings", "`Password=`"),
+)
+
+
+def readme_uncovered() -> str:
+    """The README's list of shapes not detected (between its ``uncovered`` markers)."""
+    return ", ".join(f"{vendor} {shape}" for vendor, shape in UNCOVERED) + "\n"
 
 
 def _first_anchor(prefix: str) -> tuple[str, int]:
@@ -604,6 +647,67 @@ def _v_hook(text: str, start: int, end: int) -> bool:
 _SLACK_HOOK = _r("slack_webhook", r"B[A-Z0-9]{8,12}/(?P<secret>[A-Za-z0-9]{20,40})(?![A-Za-z0-9])", _v_hook, "secret")
 
 
+# Its lowercase hex body fails the OpenAI check (mixed case): tried first.
+_OPENROUTER = _r("openrouter_key", rf"sk-or-v1-[a-f0-9]{{64}}(?!{_TOK})", _v_hex(9), skip=(rf"{_TOK}*", 73))
+
+
+def _curl_before(text: str, start: int) -> bool:
+    """Whether a ``curl`` command is on the line of *start* (or on a line
+    continued with a backslash just before it)."""
+    window = text[max(0, start - 400) : start]
+    line_start = 0
+    for sep in ("\n", "\\n"):
+        i = window.rfind(sep)
+        while i >= 0 and window[max(0, i - 2) : i].rstrip(" ").endswith("\\"):
+            i = window.rfind(sep, 0, max(0, i - 1))
+        line_start = max(line_start, i + len(sep) if i >= 0 else 0)
+    line = window[line_start:]
+    i = line.find("curl")
+    return i >= 0 and (i == 0 or not line[i - 1].isalnum()) and line[i + 4 : i + 5] in (" ", "\t", "")
+
+
+def _v_curl_user(text: str, start: int, end: int) -> bool:
+    return _curl_before(text, start) and _v_url_password(text, start, end) and not text[start:end].startswith("<")
+
+
+def _v_curl_header(text: str, start: int, end: int) -> bool:
+    token = text[start:end]
+    return _curl_before(text, start) and "..." not in token and not token.startswith("$") and _v_bearer(text, start, end)
+
+
+def _v_azure_ad(text: str, start: int, end: int) -> bool:
+    if start > 0 and (text[start - 1] in _ALNUM or text[start - 1] in "_~."):
+        return False
+    return _random(text[start + 6 : end])
+
+
+_CURL_USER = _r(
+    "curl_credential",
+    r"""-(?:u|-user)(?:=|[ \t]{1,5})["']?[^\s:"'$]{0,128}:(?P<secret>[^\s"']{3,256})""",
+    _v_curl_user,
+    "secret",
+)
+_CURL_HEADER = _r(
+    "curl_credential",
+    r"""-(?:H|-header)(?:=|[ \t]{1,5})["']?(?:[Xx]-(?:[A-Za-z]+-)?)?(?:[Aa][Pp][Ii]-?)?(?:[Kk][Ee][Yy]|[Tt][Oo][Kk][Ee][Nn]):[ \t]{0,5}(?P<secret>[\w=~@.+/\-]{8,512})(?![\w=~@.+/\-])""",
+    _v_curl_header,
+    "secret",
+)
+_OPENSHIFT = _r("openshift_token", r"sha256~[\w\-]{43}(?![\w\-])", _v_token(7))
+_AWS_SESSION = _r(
+    "aws_session_token", r"IQoJb3JpZ2luX2Vj[A-Za-z0-9+/]{100,4000}={0,2}(?![A-Za-z0-9+/=])", _v_boundary,
+    skip=(r"[A-Za-z0-9+/=]*", 4018),
+)
+_AZURE_AD = _r("azure_ad_secret", r"[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.\-]{31,34}(?![A-Za-z0-9_~.\-])", _v_azure_ad)
+# The whole path after "webhookb2/" is the credential.
+_TEAMS_HOOK = _r(
+    "teams_webhook",
+    r"://[a-z0-9\-]+\.webhook\.office\.com/webhookb2/(?P<secret>[a-z0-9\-]{36}@[a-z0-9\-]{36}/IncomingWebhook/[a-z0-9]{32}/[a-z0-9\-]{36}(?:/[A-Za-z0-9_\-]{10,100})?)",
+    lambda text, a, b: _classes(text[a:b]) >= 2,
+    "secret",
+)
+
+
 @dataclass
 class _Group:
     gate: tuple[str, ...]  # the group is skipped unless one of these is in the text
@@ -630,17 +734,28 @@ class _Group:
 # The order breaks ties between shapes found at the same place: a JWT after
 # "Authorization: Bearer" is reported as a JWT.
 _GROUPS: tuple[_Group, ...] = (
-    _Group(("J",), r"J(?<=eyJ)(?P<jwt>)", {"jwt": (2, (_JWT,))}),
+    _Group(
+        ("J",),
+        r"J(?:(?<=eyJ)(?P<jwt>)|(?<=IQoJ)(?=b3JpZ2luX2Vj)(?P<awssess>))",
+        {"jwt": (2, (_JWT,)), "awssess": (3, (_AWS_SESSION,))},
+    ),
+    # "~" is rare in text and code: Azure AD client secrets ("...8Q~...").
+    _Group(
+        ("~",),
+        r"~(?:(?<=[A-Za-z0-9_~.]{3}[0-9]Q~)(?P<azad>)|(?<=sha256~)(?P<ocp>))",
+        {"azad": (5, (_AZURE_AD,)), "ocp": (6, (_OPENSHIFT,))},
+    ),
     _Group(
         ("-",),
         # One lookbehind for both Slack prefixes: each alternative costs at every "-".
         (
             # One test of the character before the "-" first: most "-" of
             # text and code (" - ", "->", "--", "2024-") fail it.
-            r"-(?:(?=----BEGIN)(?P<pem>)|(?<=[" + _LETTERS_BEFORE_2["-"] + "][" + _LETTERS_BEFORE["-"] + r"]-)"
+            r"-(?:(?=----BEGIN)(?P<pem>)|(?<=[ \t]-)(?=[uH][ \t=]|-user[ \t=]|-header[ \t=])(?P<curl>)"
+            r"|(?<=[" + _LETTERS_BEFORE_2["-"] + "][" + _LETTERS_BEFORE["-"] + r"]-)"
             rf"(?:(?<=sk-)(?P<sk>)|(?<=x(?:ox[abposrecd]|app)-)(?P<xox>)|(?:{_DASH_ALTS})(?P<row>)))"
         ),
-        {"sk": (2, (_ANTHROPIC, _OPENAI)), "xox": (4, (_SLACK,)), "pem": (0, (_PEM,))},
+        {"sk": (2, (_ANTHROPIC, _OPENROUTER, _OPENAI)), "xox": (4, (_SLACK,)), "pem": (0, (_PEM,)), "curl": (0, (_CURL_USER, _CURL_HEADER))},
         _DASH_ROWS,
     ),
     _Group(
@@ -700,7 +815,7 @@ _GROUPS: tuple[_Group, ...] = (
     ),
     _Group(("9",), r"9(?<=ya29)(?=\.)(?P<ya29>)", {"ya29": (3, (_GOOGLE_OAUTH,))}),
     # "@" first (a memchr); then "://" is looked for as a literal.
-    _Group(("@",), r"://(?P<url>)", {"url": (0, (_URL_PASSWORD,))}),
+    _Group(("@",), r"://(?P<url>)", {"url": (0, (_URL_PASSWORD, _TEAMS_HOOK))}),
 )
 
 
@@ -718,11 +833,12 @@ def _any_gate(text: str) -> bool:
         or "z" in text
         or "9" in text
         or "@" in text
+        or "~" in text
     )
 
 
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
-assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@")
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@~")
 
 def _leading_literal(rx: re.Pattern[str]) -> str | None:
     """The character every match of *rx* starts with, if its pattern says so
@@ -854,7 +970,7 @@ class Redactor:
     safe to share between threads.
     """
 
-    __slots__ = ("_literals", "_custom", "_builtin", "_min_len", "escapes_matter")
+    __slots__ = ("_literals", "_custom", "_builtin", "_min_len", "escapes_matter", "_late")
 
     def __init__(
         self,
@@ -893,16 +1009,56 @@ class Redactor:
                     lits[value] = "env"
         # Longest first: when one literal contains another, the longer one wins.
         self._literals: tuple[tuple[str, str], ...] = tuple(sorted(lits.items(), key=lambda kv: -len(kv[0])))
-        min_len = min((len(v) for v in lits), default=1 << 30)
-        if custom:
-            min_len = 1
-        elif builtin:
-            min_len = min(min_len, _MIN_SHAPE)
-        self._min_len = min_len
+        #: (name, value) of environment secrets added after it was built (see with_env_value).
+        self._late: tuple[tuple[str, str], ...] = ()
+        self._min_len = self._limits(self._literals)
         #: Whether JSON escapes other than ``\\u`` and ``\\/`` can hide a secret
         #: from a scan of raw JSON text: a literal with a quote, a backslash or a
         #: control character, or any user regex (which may match anything).
         self.escapes_matter: bool = bool(custom) or any(_json_escapes(lit) for lit in lits)
+
+    def with_env_value(self, name: str, value: str) -> Redactor:
+        """This redactor plus the value of the secret-looking environment
+        variable *name*, set later: the cost of that one value (and of copying
+        the literal list), never a scan of the whole environment. A value set
+        later for the same name replaces the one it added, as a redactor built
+        from the environment then would hold only the current one. *self* when
+        nothing changes (too short, a path, already known, caught by a shape)."""
+        value = value.strip()
+        late = dict(self._late)
+        old = late.pop(name, None)
+        if old == value:
+            return self
+        lits = self._literals
+        if old is not None and old not in late.values():
+            lits = tuple(kv for kv in lits if kv[0] != old)
+        if (
+            len(value) >= MIN_LITERAL
+            and not any(lit == value for lit, _ in lits)
+            and not self._shape_covers(value)
+            and not _is_existing_path(value)
+        ):
+            late[name] = value
+            lits = tuple(sorted((*lits, (value, "env")), key=lambda kv: -len(kv[0])))
+        if lits is self._literals:
+            return self
+        new = object.__new__(Redactor)
+        new._builtin = self._builtin
+        new._custom = self._custom
+        new._literals = lits
+        new._late = tuple(late.items())
+        new._min_len = self._limits(lits)
+        if old is not None and self.escapes_matter:
+            new.escapes_matter = bool(self._custom) or any(_json_escapes(lit) for lit, _ in lits)
+        else:
+            new.escapes_matter = self.escapes_matter or (value in late.values() and _json_escapes(value))
+        return new
+
+    def _limits(self, lits: Sequence[tuple[str, str]]) -> int:
+        min_len = min((len(v) for v, _ in lits), default=1 << 30)
+        if self._custom:
+            return 1
+        return min(min_len, _MIN_SHAPE) if self._builtin else min_len
 
     def _shape_covers(self, value: str) -> bool:
         if not self._builtin:

@@ -26,7 +26,7 @@ from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
 from ._ids import check_id, file_stem, new_session_id, new_tool_call_id
 from ._redact import Redactor
-from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, open_resume
+from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, lock, open_resume, unlock
 
 _time_ns = time.time_ns
 
@@ -255,7 +255,14 @@ class Session:
         # file, reads, cuts and appends (a FIFO would block a plain open).
         fd = open_resume(self._trace_path)
         try:
-            self._read_for_resume(fd)
+            # Exclusive across the read and the cut: lines other processes
+            # append (under a shared lock) land before the read or after the cut.
+            locked = lock(fd, exclusive=True)
+            try:
+                self._read_for_resume(fd)
+            finally:
+                if locked:
+                    unlock(fd)
         except BaseException:
             os.close(fd)
             raise
@@ -391,6 +398,8 @@ class Session:
         if self._close_done:
             return None
         self._closed = True
+        if self._guard is not None:
+            self._guard.stop_following()  # a closed session takes no later environment secret
         writer = self._writer
         if self._tools_next is not None and writer is not None:
             # Offered to a call that recorded nothing after (it raised): no

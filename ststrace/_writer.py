@@ -44,6 +44,11 @@ from typing import Any, Callable
 
 from ._errors import WriteError, internal_error, logger
 
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - Windows: no advisory locks
+    fcntl = None  # type: ignore[assignment]
+
 DEFAULT_MAX_BUFFER = 64 * 1024 * 1024
 # All open sessions together buffer about this much at most: each may hold its
 # share (at least _MIN_SHARE), or its max_buffer if that is less. Thousands of
@@ -81,6 +86,37 @@ _slice = _Slice()
 _O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
+
+
+def lock(fd: int, exclusive: bool) -> bool:
+    """``flock`` *fd*: writers append under a shared lock, and a resume reads
+    and cuts a torn tail under an exclusive one, so it never cuts lines another
+    process appended between its read and its cut. False where there are no
+    such locks (Windows, a file system without them): then it goes on unlocked."""
+    if fcntl is None:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+    except OSError:
+        return False
+    return True
+
+
+def unlock(fd: int) -> None:
+    if fcntl is not None:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+        except OSError:
+            pass
+
+
+def _last_byte(fd: int, size: int) -> bytes:
+    """The file's last byte; b"" when *fd* cannot read (a trace created here
+    is opened write-only): then the torn start is taken to be still last."""
+    try:
+        return os.pread(fd, 1, size - 1)
+    except (OSError, AttributeError):  # AttributeError: no pread (Windows)
+        return b""
 
 
 def create_exclusive(path: Path) -> int:
@@ -415,10 +451,13 @@ class Writer:
         self._rest = b""
         written = 0
         step = _slice.lines
+        locked = -1
         try:
             fd = self._get_fd()
             while True:
                 if data:
+                    if locked < 0 and lock(fd, exclusive=False):
+                        locked = fd
                     view = memoryview(data)
                     try:
                         while written < len(data):
@@ -476,6 +515,9 @@ class Writer:
             self._size -= written
             self._rest = data[written:]
             return self._failed(exc)
+        finally:
+            if locked >= 0:
+                unlock(locked)
         if self._size < 0:  # lost increments of racing appends
             self._size = 0
         if not self._closed:
@@ -649,9 +691,17 @@ class Writer:
         closed). The line itself is already counted lost."""
         try:
             fd = self._get_fd()
-            size = os.fstat(fd).st_size
-            os.ftruncate(fd, max(size - self._torn, 0))
-            self.bytes_written -= self._torn
+            locked = lock(fd, exclusive=True)
+            try:
+                size = os.fstat(fd).st_size
+                # A whole line at the end: another process appended after the
+                # torn start, which is now mid-file; cutting would take theirs.
+                if size and _last_byte(fd, size) != b"\n":
+                    os.ftruncate(fd, max(size - self._torn, 0))
+                    self.bytes_written -= self._torn
+            finally:
+                if locked:
+                    unlock(fd)
             self._torn = 0
         except OSError as exc:
             logger.error("ststrace: %s ends in an unfinished line that could not be cut off: %s", self.path, exc)

@@ -32,6 +32,7 @@ and the files' headers.
 from __future__ import annotations
 
 import datetime as _dt
+import glob
 import hashlib
 import os
 import re
@@ -141,6 +142,7 @@ def pytest_configure(config: pytest.Config) -> None:
     recorder = _Recorder(directory, worker=workerinput is not None, run=run)
     if only_missing is not None:
         recorder.only_missing = True
+    recorder.replace = record is not None
     config.pluginmanager.register(recorder, "ststrace-recorder")
 
 
@@ -203,12 +205,55 @@ def _plan(item: pytest.Item, recording: bool, replay_dir: Path | None, missing: 
 def _decide(item: pytest.Item, recording: bool, replay_dir: Path | None, missing: bool) -> Plan:
     path = _marked(item)
     if path is None and replay_dir is not None:
-        path = replay_dir / trace_file(item.nodeid)
+        path = cassette(replay_dir, item.nodeid) or replay_dir / trace_file(item.nodeid)
     if path is None:
         return ("live", None) if recording else ("fake", None)
     if path.is_file():
         return ("replay", path)
     return ("live", None) if missing or recording else ("missing", path)
+
+
+def _header_meta(path: Path) -> dict[str, Any] | None:
+    """The ``pytest`` metadata of a trace's header; ``None`` when it has none."""
+    import orjson
+
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+        header = orjson.loads(first)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+    meta = header.get("pytest") if isinstance(header, dict) else None
+    return meta if isinstance(meta, dict) else None
+
+
+def _numbered(directory: Path, nodeid: str) -> list[Path]:
+    """``<name>.jsonl``, ``<name>-2.jsonl``, ... of *nodeid* in *directory*, in that order.
+
+    Distinct node ids can share a name (``[a b]`` and ``[a_b]`` both become
+    ``_a_b_``): the second one recorded is ``<name>-2.jsonl``, and the header's
+    node id tells them apart."""
+    base = file_name(_clean_nodeid(nodeid))
+    found = [p for p in directory.glob(glob.escape(base) + "*.jsonl") if p.is_file()]
+    numbered = [(_attempt(p.name, base, named=True), p) for p in found]
+    return [p for n, p in sorted(numbered) if p.name == f"{base}.jsonl" or n > 1]
+
+
+def cassette(directory: Path, nodeid: str) -> Path | None:
+    """The trace in *directory* that ``--ststrace-replay`` serves the test *nodeid*:
+    the last one whose header names this test (a test rerun in the recording
+    run has several); a file of its name with no node id in its header (one
+    written by hand); else ``None``."""
+    clean = _clean_nodeid(nodeid)
+    files = _numbered(directory, nodeid)
+    metas = [(p, _header_meta(p)) for p in files]
+    mine = [p for p, meta in metas if meta is not None and meta.get("nodeid") == clean]
+    if mine:
+        return mine[-1]
+    plain = directory / trace_file(nodeid)
+    if files and files[0] == plain and metas[0][1] is None:
+        return plain
+    return None
 
 
 def _default_dir(base: Path) -> Path:
@@ -240,6 +285,8 @@ def _jsonable(value: Any) -> Any:
 
 
 _ITEM_SESSION = pytest.StashKey[Any]()
+# A re-recording: (the temporary file, the trace it replaces, the earlier run's other files).
+_ITEM_REPLACES = pytest.StashKey[tuple[Path, Path, list[Path]]]()
 
 
 class _Outcome:
@@ -283,6 +330,11 @@ class _Recorder:
         self.run = run
         #: Record only the tests with no trace to replay (--ststrace-record-missing).
         self.only_missing = False
+        #: --ststrace-record: a test's trace from an earlier run is replaced, not
+        #: kept beside the new one (replay would go on serving the stale one).
+        self.replace = False
+        #: Traces replaced so far (names), for the summary.
+        self.replaced: list[str] = []
         self.outcomes: dict[str, _Outcome] = {}
         self.started = _dt.datetime.now(_dt.timezone.utc)
 
@@ -308,6 +360,7 @@ class _Recorder:
         finally:
             if session is not None:
                 self._close(session)
+                self._put_in_place(item, session)
 
     def _open(self, item: pytest.Item) -> Any:
         from ststrace import Session
@@ -321,6 +374,10 @@ class _Recorder:
         if worker:
             meta["worker"] = worker
         base = file_name(self._clean(item.nodeid))
+        if self.replace:
+            session = self._open_replacing(item, meta)
+            if session is not False:
+                return session
         for n in range(1, 100):
             # A test run twice (reruns, a repeated node id) gets name-2, name-3...
             path = self.directory / (f"{base}.jsonl" if n == 1 else f"{base}-{n}.jsonl")
@@ -338,6 +395,55 @@ class _Recorder:
             return session
         item.warn(pytest.PytestWarning(f"ststrace: no free file name for {item.nodeid} in {self.directory}"))
         return None
+
+    def _open_replacing(self, item: pytest.Item, meta: dict[str, Any]) -> Any:
+        """Re-recording (``--ststrace-record`` over a directory that holds this
+        test's trace from an earlier run): record beside it under a temporary
+        name, moved over it when the test ends (see _put_in_place). ``False``
+        when there is nothing to replace (a new test, or a rerun in this run)."""
+        from ststrace import Session
+
+        clean = self._clean(item.nodeid)
+        earlier = []
+        for path in _numbered(self.directory, item.nodeid):
+            found = _header_meta(path)
+            if found is not None and found.get("nodeid") == clean:
+                if found.get("run") == self.run:
+                    return False  # run again in this run (reruns): a file of its own
+                earlier.append(path)
+        if not earlier:
+            return False
+        target = earlier[0]
+        tmp = self.directory / f".{target.stem}.{os.getpid()}.recording.jsonl"
+        try:
+            session = Session(tmp, name=item.nodeid, metadata={"pytest": meta}, parent=None)
+            session.open()
+        except Exception as exc:
+            item.warn(pytest.PytestWarning(f"ststrace: cannot record {item.nodeid}: {exc}"))
+            return None
+        item.stash[_ITEM_SESSION] = session
+        item.stash[_ITEM_REPLACES] = (tmp, target, earlier[1:])
+        return session
+
+    def _put_in_place(self, item: pytest.Item, session: Any) -> None:
+        """Move a re-recorded trace over the earlier one in one rename (a reader
+        sees the old trace or the new one, never half of it); the earlier run's
+        other files of this test (its reruns) go too."""
+        plan = item.stash.get(_ITEM_REPLACES, None)
+        if plan is None:
+            return
+        tmp, target, stale = plan
+        try:
+            if not session._close_done:
+                raise OSError("the new trace was not closed")
+            os.replace(tmp, target)
+            for path in stale:
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            Path(tmp).unlink(missing_ok=True)
+            item.warn(pytest.PytestWarning(f"ststrace: {target} kept; re-recording {item.nodeid} failed: {exc}"))
+            return
+        self.replaced.append(target.name)
 
     def _close(self, session: Any) -> None:
         try:
@@ -377,6 +483,12 @@ class _Recorder:
             warnings.warn(f"ststrace: could not write {self.directory / INDEX}: {exc}", pytest.PytestWarning, stacklevel=1)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self.replaced:
+            shown = ", ".join(self.replaced[:5]) + (", ..." if len(self.replaced) > 5 else "")
+            terminalreporter.write_line(
+                f"ststrace: re-recorded {len(self.replaced)} test(s), replacing their earlier trace: {shown}",
+                yellow=True,
+            )
         if not self.worker:
             terminalreporter.write_line(f"ststrace: traces and {INDEX} in {self.directory}")
 
@@ -421,10 +533,10 @@ def _scan(path: Path) -> dict[str, Any] | None:
     return info
 
 
-def _attempt(name: str, nodeid: str) -> int:
+def _attempt(name: str, nodeid: str, *, named: bool = False) -> int:
     """1 for ``<name>.jsonl``, N for ``<name>-N.jsonl`` (the N-th file of one test)."""
     stem = name[: -len(".jsonl")]
-    base = file_name(nodeid)
+    base = nodeid if named else file_name(nodeid)
     if stem.startswith(base + "-") and stem[len(base) + 1 :].isdigit():
         return int(stem[len(base) + 1 :])
     return 1

@@ -161,3 +161,70 @@ def test_conflicting_options_are_refused(env: pytest.Pytester, tmp_path: Path) -
     result = pytest_run(env, "--ststrace-record-missing")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*--ststrace-record-missing needs --ststrace-replay=DIR*"])
+
+
+PARAMS = '''
+import openai
+import pytest
+
+import ststrace
+
+
+@pytest.mark.parametrize("word", ["a b", "a_b"])
+def test_param(fake_llm, word):
+    ststrace.instrument("openai")
+    try:
+        client = openai.OpenAI(max_retries=0, timeout=5)
+        reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": word}])
+        assert reply.choices[0].message.content == "Hello from the fake API."
+    finally:
+        ststrace.uninstrument()
+'''
+
+
+def test_parameters_whose_names_collide_replay_their_own_trace(
+    env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``[a b]`` and ``[a_b]`` make one file name: the second is ``-2``, and replay
+    finds each test's own by the node id in its header (issue 31, item 6)."""
+    from ststrace.pytest_plugin import cassette
+
+    env.makepyfile(test_params=PARAMS)
+    out = tmp_path / "recorded"
+    with FakeAPI() as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.openai_base_url)
+        pytest_run(env, f"--ststrace-record={out}").assert_outcomes(passed=2)
+    spaced, snake = "test_params.py::test_param[a b]", "test_params.py::test_param[a_b]"
+    assert trace_file(spaced) == trace_file(snake)
+    a, b = cassette(out, spaced), cassette(out, snake)
+    assert a is not None and b is not None and a != b
+    assert ststrace.read(a).messages[0]["content"] == "a b"
+    assert ststrace.read(b).messages[0]["content"] == "a_b"
+    # Replayed with no model: each test is served its own prompt's recording
+    # (served the other's, its request would be a mismatch).
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    pytest_run(env, f"--ststrace-replay={out}").assert_outcomes(passed=2)
+
+
+def test_re_recording_replaces_the_trace_and_says_so(
+    env: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """``--ststrace-record=DIR`` over a directory holding the test's trace replaces it
+    (one rename), and replay serves the new recording (issue 31, item 7)."""
+    suite(env, prompt="old prompt")
+    out = tmp_path / "recorded"
+    with FakeAPI() as model:
+        monkeypatch.setenv("OPENAI_BASE_URL", model.openai_base_url)
+        pytest_run(env, f"--ststrace-record={out}").assert_outcomes(passed=2)
+        suite(env, prompt="new prompt")
+        result = pytest_run(env, f"--ststrace-record={out}")
+        result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*ststrace: re-recorded 2 test(s), replacing their earlier trace*"])
+    assert sorted(p.name for p in out.glob("*.jsonl")) == sorted(
+        trace_file(f"test_suite.py::{t}") for t in ("test_hello", "test_other")
+    )
+    assert not list(out.glob(".*"))  # no temporary file left
+    hello = ststrace.read(out / trace_file("test_suite.py::test_hello"))
+    assert hello.messages[0]["content"] == "new prompt"
+    monkeypatch.setenv("OPENAI_BASE_URL", "http://127.0.0.1:9/v1")
+    pytest_run(env, f"--ststrace-replay={out}").assert_outcomes(passed=2)

@@ -22,7 +22,7 @@ from test_redact import _B62, POSITIVES, _b64url, body
 
 from ststrace import Session
 from ststrace._guard import MessageGuard
-from ststrace._redact import KINDS, Redactor, describe, marker, readme_list
+from ststrace._redact import KINDS, Redactor, describe, marker, readme_list, readme_uncovered
 
 HEX = "0123456789abcdef"
 UPPER = string.ascii_uppercase + string.digits
@@ -98,6 +98,28 @@ BREADTH: list[tuple[str, str, str]] = [
     ("bearer_token", base64.b64encode(b"admin:" + body(16).encode()).decode(), "Authorization: Basic {}"),
     ("bearer_token", body(40), "authorization: bearer {}"),
     ("bearer_token", body(40), '{{"authorization": "token {}"}}'),
+    # Issue 31, item 1: gitleaks rules with a distinctive anchor.
+    ("azure_ad_secret", body(3) + "8Q~" + _b64url(34).replace("-", "~"), "AZURE_CLIENT_SECRET={}"),
+    ("azure_ad_secret", "a1B" + "2Q~" + body(31), '{{"clientSecret": "{}"}}'),
+    ("teams_webhook", f"{body(8, HEX)}-{body(4, HEX)}-{body(4, HEX)}-{body(4, HEX)}-{body(12, HEX)}@"
+     f"{body(8, HEX)}-{body(4, HEX)}-{body(4, HEX)}-{body(4, HEX)}-{body(12, HEX)}/IncomingWebhook/{body(32, HEX)}/"
+     f"{body(8, HEX)}-{body(4, HEX)}-{body(4, HEX)}-{body(4, HEX)}-{body(12, HEX)}",
+     "post to https://contoso.webhook.office.com/webhookb2/{} now"),
+    ("curl_credential", "S3cr" + body(12), "curl -u admin:{} https://api.example.com/v1"),
+    ("curl_credential", body(24), "curl --user 'deploy:{}' https://ci.example.com"),
+    ("curl_credential", body(32), "curl -s -H 'X-API-Key: {}' https://api.example.com/items"),
+    ("curl_credential", body(32), 'curl https://api.example.com \\\n  --header "x-auth-token: {}"'),
+    # Item 2: agent credentials.
+    ("openrouter_key", "sk-" + "or-v1-" + body(64, HEX), "OPENROUTER_API_KEY={}"),
+    ("langsmith_key", "lsv2_" + "pt_" + body(32, HEX) + "_" + body(10, HEX), "LANGSMITH_API_KEY={}"),
+    ("langsmith_key", "lsv2_" + "sk_" + body(32, HEX) + "_" + body(10, HEX), "{}"),
+    ("tavily_key", "tvly-" + body(32), "TAVILY_API_KEY={}"),
+    ("tavily_key", "tvly-" + "dev-" + body(32), "api_key: {}"),
+    ("pinecone_key", "pcsk_" + body(5) + "_" + body(64), "PINECONE_API_KEY={}"),
+    ("supabase_token", "sbp_" + body(40, HEX), "SUPABASE_ACCESS_TOKEN={}"),
+    ("google_oauth_secret", "GOCSPX-" + _b64url(28), '{{"client_secret": "{}"}}'),
+    ("aws_session_token", "IQoJb3JpZ2luX2Vj" + body(300, B64) + "=", "AWS_SESSION_TOKEN={}"),
+    ("openshift_token", "sha256~" + _b64url(43), "oc login --token={} --server=https://api.example.com:6443"),
 ]
 
 #: Look-alikes of the new shapes: prose, code, placeholders, kebab/snake-case words.
@@ -123,6 +145,20 @@ NEGATIVES: list[str] = [
     "version v1.0-beta and v1.0-rc1",
     "A3-style paper and AGE-SECRET-KEY-1 is the prefix of an age key",
     "def load_config(path): return safe_load(open(path)) - KNOWN_KEYS",
+    # Look-alikes of the shapes of issue 31.
+    "~/src/project and ~user/.bashrc; 2Q~ and x8Q~short; a~b~c",
+    "the sum 1Q~2 and Q~ at 3Q~ in prose",
+    "https://contoso.webhook.office.com/webhookb2/<your-webhook-id>",
+    "curl -u user:password https://example.com and curl -u admin:$PASSWORD https://x",
+    "curl -u alice https://example.com (prompts for the password); ls -u; sort -u",
+    "curl -H 'X-API-Key: YOUR_API_KEY' https://x and curl -H \"X-API-Key: $API_KEY\" https://x",
+    "grep -H 'token: something' file and git log -u; ps -u root",
+    "sk-or-v1-placeholder and sk-or-v1-xxxxxxxxxxxxxxxx",
+    "lsv2_pt_ and lsv2_sk_<key>; tvly-YOUR_KEY; pcsk_ is Pinecone's prefix",
+    "sbp_ prefix; GOCSPX-example and GOCSPX-<secret>",
+    "IQoJb3JpZ2luX2Vj is how AWS session tokens begin",
+    "sha256~ prefix and sha256~abc; image@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
+    "uuid 123e4567-e89b-12d3-a456-426614174000 -u -H sha 3f786850e387550fdab836ed7e6dc881de23001b",
 ]
 
 
@@ -155,6 +191,21 @@ def test_negative_is_untouched(redactor: Redactor, text: str) -> None:
     assert redactor.find(text) == []
 
 
+@pytest.mark.parametrize(
+    "unit",
+    ["://a:b@", "curl -u a:b ", " -H 'X-Key: ", "8Q~", "sha256~", "IQoJb3JpZ2luX2Vj", "sk-or-v1-",
+     "://x.webhook.office.com/webhookb2/"],
+)
+def test_adversarial_text_for_the_shapes_of_issue_31_stays_linear(redactor: Redactor, unit: str) -> None:
+    """1 MB of one new anchor repeated is scanned in well under a second."""
+    import time
+
+    text = unit * (1_000_000 // len(unit))
+    t0 = time.perf_counter()
+    redactor.find(text)
+    assert time.perf_counter() - t0 < 1.0
+
+
 def test_every_kind_has_a_positive() -> None:
     assert {k for k, _, _ in POSITIVES} | {k for k, _, _ in BREADTH} == set(KINDS)
 
@@ -172,6 +223,15 @@ def test_the_secrets_page_lists_the_detector_table() -> None:
     m = re.search(r"<!-- detectors:start -->\n(.*?)<!-- detectors:end -->", text, re.S)
     assert m is not None, "docs/secrets.md lacks the <!-- detectors:start --> ... <!-- detectors:end --> block"
     assert m.group(1) == readme_list()
+
+
+def test_the_secrets_page_lists_the_uncovered_table() -> None:
+    """docs/secrets.md's list of shapes not detected is generated from ``_redact.UNCOVERED``:
+    regenerate with ``python -c 'import ststrace._redact as r; print(r.readme_uncovered(), end="")'``."""
+    text = SECRETS_PAGE.read_text(encoding="utf-8")
+    m = re.search(r"<!-- uncovered:start -->\n(.*?)<!-- uncovered:end -->", text, re.S)
+    assert m is not None, "docs/secrets.md lacks the <!-- uncovered:start --> ... <!-- uncovered:end --> block"
+    assert m.group(1) == readme_uncovered()
 
 
 def test_the_screen_passes_no_positive() -> None:

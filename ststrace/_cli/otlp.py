@@ -47,10 +47,20 @@ def setup(p: argparse.ArgumentParser) -> None:
     p.add_argument("--timeout", type=positive_float, default=10.0, metavar="SECONDS", help="per request (default 10)")
 
 
+def _has_exporter() -> bool:
+    # find_spec of a dotted name imports its parents: with ``opentelemetry``
+    # installed (many libraries bring it) but not ``opentelemetry.exporter``,
+    # it raises ModuleNotFoundError instead of returning None.
+    try:
+        return importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def run(args: argparse.Namespace) -> int:
     files = trace_files(args.files)
-    if importlib.util.find_spec("opentelemetry.exporter.otlp.proto.http") is None:
-        raise CliError("needs the OpenTelemetry OTLP exporter: pip install 'ststrace[otel]'")
+    if not _has_exporter():
+        raise CliError('needs the OpenTelemetry OTLP exporter: pip install "ststrace[otel]"')
     from ..otel import export
 
     try:

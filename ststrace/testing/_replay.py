@@ -343,14 +343,58 @@ class Miss:
 
 
 class _Recording:
+    """The recorded turns, indexed so that matching a request and explaining a
+    miss cost about the request's length, not the recording's times it (a
+    10,000-turn recording is asked 10,000 times, each request the whole history)."""
+
     def __init__(self, sessions: list[Trace]) -> None:
         self.sessions = sessions
         self.turns: list[_Turn] = []
+        #: Per session: how many non-system messages come before each index.
+        self._before: list[list[int]] = []
+        #: Per session: (index, message) of its system messages.
+        self._systems: list[list[tuple[int, Message]]] = []
+        #: Per session: its non-system messages.
+        self._plain: list[list[Message]] = []
+        # Turns by what their anchor (the previous reply) is told apart by in
+        # same_message: its tool-call ids, its tool-call names (a protocol
+        # without ids), or its text; turns by the non-system messages that
+        # lead to them from their anchor (how many, and the first one's role
+        # and text: for a request without a reply in it); turns by anchor position.
+        self._by_tail: dict[tuple[int, Any, str], list[_Turn]] = {}
+        self._by_ids: dict[str, list[_Turn]] = {}
+        self._by_names: dict[str, list[_Turn]] = {}
+        self._by_text: dict[str, list[_Turn]] = {}
+        self._by_anchor: dict[tuple[int, int], list[_Turn]] = {}
         for si, trace in enumerate(sessions):
+            before = [0]
+            systems: list[tuple[int, Message]] = []
+            plain: list[Message] = []
+            for i, msg in enumerate(trace.messages):
+                if msg.get("role") == "system":
+                    systems.append((i, msg))
+                else:
+                    plain.append(msg)
+                before.append(len(plain))
+            self._before.append(before)
+            self._systems.append(systems)
+            self._plain.append(plain)
             anchor = -1
             for i, msg in enumerate(trace.messages):
                 if msg.get("role") == "assistant":
-                    self.turns.append(_Turn(si, i, anchor, msg))
+                    turn = _Turn(si, i, anchor, msg)
+                    self.turns.append(turn)
+                    self._by_anchor.setdefault((si, anchor), []).append(turn)
+                    segment = [m for m in trace.messages[anchor + 1 : i] if m.get("role") != "system"]
+                    self._by_tail.setdefault(_tail_key(segment), []).append(turn)
+                    if anchor >= 0:
+                        prev = trace.messages[anchor]
+                        ids = _call_ids(prev)
+                        if ids:
+                            self._by_ids.setdefault(repr(ids), []).append(turn)
+                            self._by_names.setdefault(_names_key(prev), []).append(turn)
+                        else:
+                            self._by_text.setdefault(str(prev.get("content", "")).strip(), []).append(turn)
                     anchor = i
 
     def where(self, turn: _Turn) -> str:
@@ -359,7 +403,24 @@ class _Recording:
         place = f" ({trace.path.name}, line {turn.index + 2})" if trace.path is not None else ""
         return f"reply {n} of session {trace.id!r}{place}: {describe(turn.reply)}"
 
-    def matches(self, turn: _Turn, sent: list[Message], after: _Turn | None) -> bool:
+    def candidates(self, sent: list[Message], after: _Turn | None) -> tuple[list[_Turn], int]:
+        """The turns that may match *sent* (in recording order; each still to be
+        checked with :meth:`matches`), and the position of its last reply."""
+        if after is not None:
+            return self._by_anchor.get((after.session, after.index), []), -1
+        p = _last_assistant(sent)
+        if p < 0:
+            return self._by_tail.get(_tail_key([m for m in sent if m.get("role") != "system"]), []), p
+        last = sent[p]
+        sent_ids = _call_ids(last)
+        if sent_ids and not any(sent_ids):
+            # Calls without ids (Ollama, Gemini): by their names, then in full.
+            return self._by_names.get(_names_key(last), []), p
+        if sent_ids:
+            return self._by_ids.get(repr(sent_ids), []), p
+        return self._by_text.get(str(last.get("content", "")).strip(), []), p
+
+    def matches(self, turn: _Turn, sent: list[Message], after: _Turn | None, p: int | None = None) -> bool:
         recorded = self.sessions[turn.session].messages
         if after is not None:
             # The request continues a reply this server sent (previous_response_id):
@@ -368,39 +429,72 @@ class _Recording:
                 return False
             tail = sent
         else:
-            p = _last_assistant(sent)
+            if p is None:
+                p = _last_assistant(sent)
             if p >= 0:
                 if turn.anchor < 0 or not same_message(recorded[turn.anchor], sent[p]):
                     return False
             tail = sent[p + 1 :]
         segment = recorded[turn.anchor + 1 : turn.index]
-        return _same_segment(segment, tail, recorded[: turn.index], sent)
+        systems = [m for i, m in self._systems[turn.session] if i < turn.index]
+        return _same_segment(segment, tail, systems, sent)
 
     def diagnose(self, sent: list[Message]) -> tuple[_Turn | None, list[str]]:
-        """The recorded turn *sent* comes closest to, and where they part."""
-        best: tuple[tuple[int, int], _Turn | None, list[str]] = ((-1, 0), None, [])
+        """The recorded turn *sent* comes closest to, and where they part.
+
+        A turn's score is how many non-system messages its history and the
+        request agree on from the start: per session, the common prefix of the
+        session's non-system messages and the request's, measured once; per
+        turn, that capped at its history's length. Only the best turn's
+        difference is described."""
+        got = [m for m in sent if m.get("role") != "system"]
+        common = []
+        for plain in self._plain:
+            k = 0
+            for a, b in zip(plain, got):
+                if not same_message(a, b):
+                    break
+                k += 1
+            common.append(k)
+        best_key: tuple[int, int] = (-1, 0)
+        best: _Turn | None = None
         for turn in self.turns:
-            recorded = [m for m in self.sessions[turn.session].messages[: turn.index]]
-            score, lines = _first_difference(recorded, sent)
-            key = (score, -abs(len(recorded) - len(sent)))
-            if key > best[0]:
-                best = (key, turn, lines)
-        for trace in self.sessions:
+            key = (min(common[turn.session], self._before[turn.session][turn.index]), -abs(turn.index - len(sent)))
+            if key > best_key:
+                best_key, best = key, turn
+        lines: list[str] = []
+        if best is not None:
+            _, lines = _first_difference(self.sessions[best.session].messages[: best.index], sent)
+        where = [i for i, m in enumerate(sent) if m.get("role") != "system"]
+        for si, trace in enumerate(self.sessions):
             # Past the end: the run asked once more than the recording did.
-            recorded = [m for m in trace.messages if m.get("role") != "system"]
-            score, _ = _first_difference(trace.messages, sent)
-            got = [i for i, m in enumerate(sent) if m.get("role") != "system"]
-            if score == len(recorded) and len(got) > score and (score, 0) > best[0]:
-                extra = sent[got[score]]
-                best = (
-                    (score, 0),
-                    None,
-                    [
-                        f"message {got[score] + 1} of the request ({describe(extra)}) continues past the end of "
-                        f"session {trace.id!r}: the run made a model call the recording does not have"
-                    ],
-                )
-        return best[1], best[2]
+            score = common[si]
+            if score == len(self._plain[si]) and len(where) > score and (score, 0) > best_key:
+                extra = sent[where[score]]
+                best_key, best = (score, 0), None
+                lines = [
+                    f"message {where[score] + 1} of the request ({describe(extra)}) continues past the end of "
+                    f"session {trace.id!r}: the run made a model call the recording does not have"
+                ]
+        return best, lines
+
+
+def _tail_key(plain: list[Message]) -> tuple[int, Any, str]:
+    """How many messages, and the first one's role and text (not of a tool
+    result, compared loosely): a necessary condition of two lists of
+    non-system messages matching one by one."""
+    if not plain:
+        return (0, None, "")
+    first = plain[0]
+    role = first.get("role")
+    text = "" if role == "tool" or role == "assistant" else str(first.get("content", "")).strip()
+    return (len(plain), repr(role), text)
+
+
+def _names_key(msg: Mapping[str, Any]) -> str:
+    """The tool-call names of *msg* as an index key (a necessary condition of
+    :func:`same_message` for calls without ids)."""
+    return repr([name for name, _ in _call_names(msg)])
 
 
 def _last_assistant(messages: list[Message]) -> int:
@@ -410,12 +504,13 @@ def _last_assistant(messages: list[Message]) -> int:
     return -1
 
 
-def _same_segment(segment: list[Message], tail: list[Message], before: list[Message], sent: list[Message]) -> bool:
+def _same_segment(segment: list[Message], tail: list[Message], systems: list[Message], sent: list[Message]) -> bool:
+    """*systems*: the session's system messages before the turn."""
     # System messages by presence: the recorder writes each once, where it
     # starts to apply; requests repeat them at the top.
     if any(m.get("role") == "system" and not any(same_message(m, s) for s in sent) for m in segment):
         return False
-    if any(s.get("role") == "system" and not any(same_message(m, s) for m in before) for s in tail):
+    if any(s.get("role") == "system" and not any(same_message(m, s) for m in systems) for s in tail):
         return False
     rec = [m for m in segment if m.get("role") != "system"]
     got = [m for m in tail if m.get("role") != "system"]
@@ -646,7 +741,10 @@ class ReplayAPI(FakeAPI):
             m = _RESPONSE_ID.match(previous)
             with self._replay_lock:
                 after = self._by_request.get(int(m.group(1))) if m else None
-        found = [t for t in self.recording.turns if self.recording.matches(t, sent, after)]
+        # Only the turns whose previous reply is the request's (an index
+        # lookup), each checked in full: a request costs about its own length.
+        candidates, p = self.recording.candidates(sent, after)
+        found = [t for t in candidates if self.recording.matches(t, sent, after, p)]
         if not found:
             return None
         with self._replay_lock:
