@@ -28,7 +28,7 @@ import orjson
 
 from ._common import Message, internal_error
 from .convert import convert
-from .streams import StreamState
+from .streams import StreamState, accumulate
 from .usage import attach as attach_usage
 
 OnDone = Callable[[Message], None]
@@ -56,9 +56,12 @@ def _read_content(http: Any) -> bytes | None:
 class _Body:
     """Parses the body bytes as they pass and feeds one :class:`StreamState`."""
 
-    def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool, usage: bool = False) -> None:
-        # SSE events go through the stream accumulators; a JSON body is one
-        # reply, converted once at its end.
+    def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool, usage: bool = False, lines: bool = False) -> None:
+        # SSE events and JSON lines (Ollama's and Cohere v1's streams) go
+        # through the stream accumulators; a JSON body is one reply,
+        # converted once at its end.
+        self.lines = lines and not sse
+        sse = sse or self.lines
         self.state = StreamState(on_done, None, started=True, usage=usage) if sse else None
         #: Add the reply's token usage, as the non-raw path does (LangChain's
         #: ``ChatOpenAI`` and the Agents SDK's streamed runs only ever go
@@ -99,13 +102,28 @@ class _Body:
             internal_error("raw response body")
 
     def _line_done(self, line: bytes) -> None:
-        if not line:
+        if self.lines:
+            self._json_line(line)
+        elif not line:
             self._dispatch()
         elif line.startswith(b"data:"):
             data = line[5:]
             self._data.append(data[1:] if data.startswith(b" ") else data)
         # ``event:`` / ``id:`` / ``retry:`` / comments: the JSON data carries
         # everything the accumulators need (its ``type``).
+
+    def _json_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(event, dict) and self.state is not None:
+            if "error" in event and len(event) <= 2:
+                self.failed = True  # Ollama's mid-stream {"error": ...}
+                return
+            self.state.add(event)
 
     def _dispatch(self) -> None:
         if not self._data:
@@ -160,9 +178,14 @@ class _Body:
         else:
             try:
                 obj = orjson.loads(content)
-                message = convert(obj)
-                if self.usage:
-                    message = attach_usage(message, obj)
+                if isinstance(obj, list):
+                    # Gemini's streamGenerateContent without alt=sse: one JSON
+                    # array of the chunks.
+                    message = accumulate(obj, usage=self.usage) if obj else None
+                else:
+                    message = convert(obj)
+                    if self.usage:
+                        message = attach_usage(message, obj)
             except orjson.JSONDecodeError:
                 reason = "its body is not JSON" if ended else "its body was not read to the end"
             except Exception:
@@ -281,6 +304,33 @@ def watch_raw_response(
     if missing:
         return f"{cls.__qualname__} has no {', '.join(missing)}"
     body = _Body(on_done, on_skip, sse, usage)
+    _tap(http, cls, body)
+    if track is not None and body.state is not None:
+        track(body.state)
+    return None
+
+
+def watch_http_response(
+    http: Any,
+    on_done: OnDone,
+    on_skip: OnSkip,
+    lines: bool = False,
+    usage: bool = False,
+    track: Callable[[StreamState], None] | None = None,
+) -> str | None:
+    """Like :func:`watch_raw_response`, for an ``httpx`` / ``httpx2`` response
+    fresh from a transport, body not read yet: the reply is recorded from the
+    decoded bytes as whoever reads them does. *lines*: a streamed body that
+    is not SSE is one JSON object per line. Returns why it cannot be watched,
+    or ``None``."""
+    attributes = getattr(http, "__dict__", None)
+    if not isinstance(attributes, dict):
+        return f"{type(http).__qualname__} cannot be observed"
+    cls = type(http)
+    missing = [name for name in _TAPPED if not callable(getattr(cls, name, None))]
+    if missing or any(name in attributes for name in _TAPPED):
+        return f"{cls.__qualname__}'s body readers cannot be observed"
+    body = _Body(on_done, on_skip, _SSE in _content_type(http), usage, lines)
     _tap(http, cls, body)
     if track is not None and body.state is not None:
         track(body.state)

@@ -1,0 +1,117 @@
+"""The transport seam: model calls recorded from the HTTP exchange itself, for
+the calls no SDK-level integration saw (a framework posting with its own
+client, an SDK method ststrace does not patch, a hand-written ``httpx.post``).
+
+One wrapper per transport method (``HTTPTransport.handle_request`` and
+``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and ``httpx2``, as
+OpenTelemetry's httpx instrumentation patches them), shared by the
+``ststrace.integrations.httpx`` / ``httpx2`` specs. Per request it steps
+aside at once with no session, inside a call already being recorded
+(``in_llm_call``, set by ``@llm`` and every SDK-level integration around
+its call, the way OpenTelemetry's ``suppress_http_instrumentation`` works),
+and for anything but a POST to a model path. For a model path it records
+the conversation from the request body and the reply from the response
+body, as the caller reads it: the response's decoded byte readers gain a
+listener (:func:`ststrace._adapters.raw.watch_http_response`), nothing the
+caller holds is replaced, and a stream is finished once, on exhaustion,
+close or error.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import orjson
+
+from .._adapters.http import call_arguments, route, streamed
+from .._adapters.raw import watch_http_response
+from .._context import current, in_llm_call
+from .._decorators import _begin_llm, _LlmCall
+from .._errors import internal_error
+
+_Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
+
+
+def _begin(session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_LlmCall, bool] | None:
+    """``(call, lines)`` for a model call's request, else ``None``; the
+    conversation and offered tools are recorded here, before it is sent."""
+    request = args[0] if args else kwargs.get("request")
+    if getattr(request, "method", None) != "POST":
+        return None
+    try:
+        path = request.url.raw_path.decode("ascii", "replace")
+        kind = route(path)
+        if kind is None:
+            return None
+        content = request.__dict__.get("_content")
+        if not isinstance(content, bytes) or not content:
+            return None  # a streamed upload: not a JSON model request
+        try:
+            body = orjson.loads(content)
+        except orjson.JSONDecodeError:
+            return None
+        named = call_arguments(kind, body, path)
+        if named is None:
+            return None
+        call = _begin_llm(session, None, True, (), named)
+        return None if call is None else (call, streamed(kind, body, path))
+    except Exception as exc:
+        internal_error(exc, "http request")
+        return None
+
+
+def _watch(patch: Any, begun: tuple[_LlmCall, bool], response: Any) -> None:
+    call, lines = begun
+    try:
+        status = getattr(response, "status_code", 200)
+        if isinstance(status, int) and status >= 400:
+            return  # the client raises it: a failed call has no reply
+        from .._instrument import _unrecorded
+
+        session = call.session
+        reason = watch_http_response(
+            response,
+            call.record,
+            lambda why: _unrecorded(patch, why),
+            lines=lines,
+            usage=session._keep_usage,
+            track=session._track_stream,
+        )
+        if reason is not None:
+            _unrecorded(patch, reason)
+    except Exception as exc:
+        internal_error(exc, "http response")
+
+
+def make_wrapper(path: str, patch: Any) -> _Wrapper:
+    """The wrapper of one transport method (*path* ``...handle_async_request`` is the async one)."""
+    if path.endswith("handle_async_request"):
+
+        async def settle(coro: Any, begun: tuple[_LlmCall, bool]) -> Any:
+            response = await coro
+            _watch(patch, begun, response)
+            return response
+
+        def async_wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+            session = current.get()
+            if session is None or in_llm_call.get() or not patch.active:
+                return wrapped(*args, **kwargs)
+            begun = _begin(session, args, kwargs)
+            if begun is None:
+                return wrapped(*args, **kwargs)
+            return settle(wrapped(*args, **kwargs), begun)
+
+        return async_wrapper
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        session = current.get()
+        if session is None or in_llm_call.get() or not patch.active:
+            return wrapped(*args, **kwargs)
+        begun = _begin(session, args, kwargs)
+        if begun is None:
+            return wrapped(*args, **kwargs)
+        response = wrapped(*args, **kwargs)
+        _watch(patch, begun, response)
+        return response
+
+    return wrapper
