@@ -461,3 +461,23 @@ def test_cohere_v1_tools_become_function_definitions() -> None:
         }
     ]
     assert json.loads(json.dumps(named))  # plain JSON, as the input reader expects
+
+
+def test_an_sdk_whose_methods_moved_is_still_recorded(
+    fake_api: FakeAPI, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """An SDK release that moves the methods ststrace patches loses its SDK-level
+    integration (with a warning), and its calls are recorded at the transport."""
+    openai = pytest.importorskip("openai")
+    from ststrace.integrations import openai as spec
+
+    monkeypatch.setattr(spec, "TARGETS", [*spec.TARGETS, ("openai.resources.chat.completions.completions", "Completions.gone")])
+    with instrumented():
+        assert "openai" not in _instrument.instrumented()
+        assert "could not instrument openai" in caplog.text
+        path = new_trace(tmp_path)
+        client = openai.OpenAI(base_url=fake_api.openai_base_url, api_key="t", max_retries=0)
+        with Session(path):
+            reply = client.chat.completions.create(model="m", messages=HI)
+    assert reply.choices[0].message.content == TEXT_REPLY
+    assert _without_usage(recorded(path)) == _text_turn("hi")
