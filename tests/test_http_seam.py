@@ -481,3 +481,34 @@ def test_an_sdk_whose_methods_moved_is_still_recorded(
             reply = client.chat.completions.create(model="m", messages=HI)
     assert reply.choices[0].message.content == TEXT_REPLY
     assert _without_usage(recorded(path)) == _text_turn("hi")
+
+
+def test_any_transport_is_seen(seam: None, tmp_path: Path) -> None:
+    """The seam is the client's ``send``: a call answered by ``MockTransport``
+    (no socket at all) is recorded like one over the network."""
+    reply = {"model": "m", "choices": [{"index": 0, "message": {"role": "assistant", "content": "mocked"}, "finish_reason": "stop"}]}
+    client = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(200, json=reply)))
+    path = new_trace(tmp_path)
+    with Session(path):
+        assert client.post("http://llm.invalid/v1/chat/completions", json={"model": "m", "messages": HI}).json() == reply
+    assert recorded(path) == [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "mocked", "model": "m"}]
+
+
+async def test_litellm_aiohttp_transport_is_seen(fake_api: FakeAPI, seam: None, tmp_path: Path) -> None:
+    """litellm's async client runs httpx over aiohttp (``LiteLLMAiohttpTransport``),
+    which no ``AsyncHTTPTransport`` patch would see: a post through it, streamed
+    or not, is recorded."""
+    aiohttp = pytest.importorskip("aiohttp")
+    transport_module = pytest.importorskip("litellm.llms.custom_httpx.aiohttp_transport")
+    url = fake_api.openai_base_url + "/chat/completions"
+    path = new_trace(tmp_path)
+    async with aiohttp.ClientSession() as http:
+        transport = transport_module.LiteLLMAiohttpTransport(client=http, owns_session=False)
+        async with httpx.AsyncClient(transport=transport) as client:
+            async with Session(path):
+                await client.post(url, json={"model": "m", "messages": [{"role": "user", "content": "one"}]})
+                body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "two"}]}
+                async with client.stream("POST", url, json=body) as response:
+                    lines = [line async for line in response.aiter_lines()]
+    assert "data: [DONE]" in lines
+    assert _without_usage(recorded(path)) == _text_turn("one") + _text_turn("two")

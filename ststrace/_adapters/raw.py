@@ -319,10 +319,20 @@ def watch_http_response(
     track: Callable[[StreamState], None] | None = None,
 ) -> str | None:
     """Like :func:`watch_raw_response`, for an ``httpx`` / ``httpx2`` response
-    fresh from a transport, body not read yet: the reply is recorded from the
-    decoded bytes as whoever reads them does. *lines*: a streamed body that
+    as ``send`` returns it: a body read already is recorded at once, one not
+    read yet from the decoded bytes as whoever reads them does. *lines*: a streamed body that
     is not SSE is one JSON object per line. Returns why it cannot be watched,
     or ``None``."""
+    sse = _SSE in _content_type(http)
+    content = _read_content(http)
+    if content is not None:
+        body = _Body(on_done, on_skip, sse, usage, lines)
+        if sse or body.lines:
+            body.feed(content)
+            body.finish(ended=True)
+        else:
+            body.json_body(content, ended=True)
+        return None
     attributes = getattr(http, "__dict__", None)
     if not isinstance(attributes, dict):
         return f"{type(http).__qualname__} cannot be observed"
@@ -330,7 +340,7 @@ def watch_http_response(
     missing = [name for name in _TAPPED if not callable(getattr(cls, name, None))]
     if missing or any(name in attributes for name in _TAPPED):
         return f"{cls.__qualname__}'s body readers cannot be observed"
-    body = _Body(on_done, on_skip, _SSE in _content_type(http), usage, lines)
+    body = _Body(on_done, on_skip, sse, usage, lines)
     _tap(http, cls, body)
     if track is not None and body.state is not None:
         track(body.state)

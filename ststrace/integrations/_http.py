@@ -2,19 +2,26 @@
 the calls no SDK-level integration saw (a framework posting with its own
 client, an SDK method ststrace does not patch, a hand-written ``httpx.post``).
 
-One wrapper per transport method (``HTTPTransport.handle_request`` and
-``AsyncHTTPTransport.handle_async_request`` of ``httpx`` and ``httpx2``, as
-OpenTelemetry's httpx instrumentation patches them), shared by the
-``ststrace.integrations.httpx`` / ``httpx2`` specs. Per request it steps
-aside at once with no session, inside a call already being recorded
-(``in_llm_call``, set by ``@llm`` and every SDK-level integration around
-its call, the way OpenTelemetry's ``suppress_http_instrumentation`` works),
-and for anything but a POST to a model path. For a model path it records
-the conversation from the request body and the reply from the response
-body, as the caller reads it: the response's decoded byte readers gain a
-listener (:func:`ststrace._adapters.raw.watch_http_response`), nothing the
-caller holds is replaced, and a stream is finished once, on exhaustion,
-close or error.
+One wrapper per client method, ``Client.send`` and ``AsyncClient.send`` of
+``httpx`` and ``httpx2``, shared by the ``ststrace.integrations.httpx`` /
+``httpx2`` specs. Not the transports (``HTTPTransport.handle_request``, as
+OpenTelemetry's httpx instrumentation patches them): every request of a
+client passes ``send`` whatever its transport, and the transports do not
+share one method: litellm's async client runs on an aiohttp transport,
+openai's and anthropic's ``DefaultAioHttpClient`` too, tests on
+``MockTransport``. ``send`` also sees one logical call once (redirects are
+followed inside it).
+
+Per request it steps aside at once with no session, inside a call already
+being recorded (``in_llm_call``, set by ``@llm`` and every SDK-level
+integration around its call, the way OpenTelemetry's
+``suppress_http_instrumentation`` works), and for anything but a POST to a
+model path. For a model path it records the conversation from the request
+body and the reply from the response body: read already (``send`` without
+``stream=True`` reads it), at once; else as the caller reads it, the
+response's decoded byte readers gaining a listener
+(:func:`ststrace._adapters.raw.watch_http_response`), nothing the caller
+holds replaced, a stream finished once, on exhaustion, close or error.
 """
 
 from __future__ import annotations
@@ -84,8 +91,8 @@ def _watch(patch: Any, begun: tuple[_LlmCall, bool], response: Any) -> None:
 
 
 def make_wrapper(path: str, patch: Any) -> _Wrapper:
-    """The wrapper of one transport method (*path* ``...handle_async_request`` is the async one)."""
-    if path.endswith("handle_async_request"):
+    """The wrapper of one client's ``send`` (*path* ``AsyncClient.send`` is the async one)."""
+    if path.startswith("Async"):
 
         async def settle(coro: Any, begun: tuple[_LlmCall, bool]) -> Any:
             response = await coro

@@ -1,6 +1,6 @@
 """httpx 0.x, the transport seam (see :mod:`ststrace.integrations._http`):
-every model call made through ``httpx.Client`` / ``AsyncClient`` with the
-default transport and seen by no SDK-level integration (groq, ollama, cohere,
+every model call made through ``httpx.Client`` / ``AsyncClient``, whatever
+their transport, and seen by no SDK-level integration (groq, ollama, cohere,
 cerebras, langchain-mistralai and litellm's own handlers post through it)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ LIBRARY = "httpx"
 MIN_VERSION = (0, 23)
 
 TARGETS = [
-    ("httpx", "HTTPTransport.handle_request"),
-    ("httpx", "AsyncHTTPTransport.handle_async_request"),
+    ("httpx", "Client.send"),
+    ("httpx", "AsyncClient.send"),
 ]
 
 __all__ = ["LIBRARY", "MIN_VERSION", "TARGETS", "make_wrapper"]

@@ -9,8 +9,8 @@ LIBRARY = "httpx2"
 MIN_VERSION = (2, 0)
 
 TARGETS = [
-    ("httpx2", "HTTPTransport.handle_request"),
-    ("httpx2", "AsyncHTTPTransport.handle_async_request"),
+    ("httpx2", "Client.send"),
+    ("httpx2", "AsyncClient.send"),
 ]
 
 __all__ = ["LIBRARY", "MIN_VERSION", "TARGETS", "make_wrapper"]
