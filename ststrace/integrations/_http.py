@@ -42,7 +42,7 @@ _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 def _begin(session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_LlmCall, bool] | None:
     """``(call, lines)`` for a model call's request, else ``None``; the
     conversation and offered tools are recorded here, before it is sent."""
-    request = args[0] if args else kwargs.get("request")
+    request: Any = args[0] if args else kwargs.get("request")
     if getattr(request, "method", None) != "POST":
         return None
     try:
