@@ -55,10 +55,11 @@ INTEGRATIONS = {
     "dspy": "ststrace.integrations.dspy",
     "httpx": "ststrace.integrations.httpx",
     "httpx2": "ststrace.integrations.httpx2",
+    "requests": "ststrace.integrations.requests",
 }
 #: The transport seam: model calls recorded from the HTTP exchange where no
 #: SDK-level integration saw them (``instrument(http=False)`` leaves it out).
-HTTP_SEAMS = ("httpx", "httpx2")
+HTTP_SEAMS = ("httpx", "httpx2", "requests")
 _ALIASES = {
     "hf": "huggingface_hub",
     "huggingface-hub": "huggingface_hub",
@@ -202,7 +203,7 @@ def instrument(*names: str, http: bool = True) -> list[str]:
     how Google ADK runs agents; its Gemini calls are google_genai's), and the
     agent frameworks ``"smolagents"``, ``"llama_index"``, ``"claude_agent_sdk"``
     (or ``"claude-agent-sdk"``) and ``"dspy"`` (see :mod:`ststrace.integrations`),
-    and the transport seam ``"httpx"`` and ``"httpx2"``: a model call no
+    and the transport seam ``"httpx"``, ``"httpx2"`` and ``"requests"``: a model call no
     SDK-level integration saw, recorded from its HTTP exchange (with no names
     it is included unless ``http=False``).
     Asked by name, a library is imported and patched now; one

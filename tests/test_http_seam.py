@@ -512,3 +512,26 @@ async def test_litellm_aiohttp_transport_is_seen(fake_api: FakeAPI, seam: None, 
                     lines = [line async for line in response.aiter_lines()]
     assert "data: [DONE]" in lines
     assert _without_usage(recorded(path)) == _text_turn("one") + _text_turn("two")
+
+
+def test_requests_post_is_recorded(fake_api: FakeAPI, tmp_path: Path) -> None:
+    """``requests.post``: read whole (``.json()``) and streamed (``iter_lines``,
+    decoded to text), and a streamed response closed half-read."""
+    requests = pytest.importorskip("requests")
+    url = fake_api.openai_base_url + "/chat/completions"
+    path = new_trace(tmp_path)
+    with instrumented("requests"):
+        with Session(path):
+            assert requests.post(url, json={"model": "m", "messages": [{"role": "user", "content": "one"}]}).ok
+            body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "two"}]}
+            with requests.post(url, json=body, stream=True) as response:
+                lines = list(response.iter_lines(decode_unicode=True))
+            body = {"model": "m", "stream": True, "messages": [{"role": "user", "content": "three"}]}
+            with requests.post(url, json=body, stream=True) as response:
+                next(response.iter_content(16))
+        outside = requests.post(url, json={"model": "m", "messages": HI})
+    assert "data: [DONE]" in lines
+    assert "iter_content" not in vars(outside)
+    messages = recorded(path)
+    assert _without_usage(messages[:4]) == _text_turn("one") + _text_turn("two")
+    assert [m["role"] for m in messages[4:]] == ["user"]  # closed before any content: no reply

@@ -327,6 +327,7 @@ def watch_http_response(
     content = _read_content(http)
     if content is not None:
         body = _Body(on_done, on_skip, sse, usage, lines)
+        # ``requests`` holds ``_content = False`` until the body is read.
         if sse or body.lines:
             body.feed(content)
             body.finish(ended=True)
@@ -337,11 +338,12 @@ def watch_http_response(
     if not isinstance(attributes, dict):
         return f"{type(http).__qualname__} cannot be observed"
     cls = type(http)
-    missing = [name for name in _TAPPED if not callable(getattr(cls, name, None))]
-    if missing or any(name in attributes for name in _TAPPED):
+    names = _TAPPED_REQUESTS if callable(getattr(cls, "iter_content", None)) else _TAPPED
+    missing = [name for name in names if not callable(getattr(cls, name, None))]
+    if missing or any(name in attributes for name in names):
         return f"{cls.__qualname__}'s body readers cannot be observed"
     body = _Body(on_done, on_skip, sse, usage, lines)
-    _tap(http, cls, body)
+    (_tap_requests if names is _TAPPED_REQUESTS else _tap)(http, cls, body)
     if track is not None and body.state is not None:
         track(body.state)
     return None
@@ -389,3 +391,35 @@ def _tap(http: Any, cls: type, body: _Body) -> None:
     http.aclose = tapped_aclose
     # Dropped unread and unclosed: nothing arrived, nothing to record; dropped
     # half-read: the reader's generator finishes the body when it is collected.
+
+
+_TAPPED_REQUESTS = ("iter_content", "close")
+
+
+def _tap_requests(http: Any, cls: type, body: _Body) -> None:
+    """A ``requests`` response: ``.content``, ``.json()``, ``.text``,
+    ``iter_lines()`` all read through ``iter_content``."""
+    ref = weakref.ref(http)
+    iter_content, close = cls.iter_content, cls.close  # type: ignore[attr-defined]
+
+    def tapped_iter_content(chunk_size: int | None = 1, decode_unicode: bool = False) -> Iterator[Any]:
+        response = ref()
+        chunks = body.iterate(iter_content(response, chunk_size, False))
+        if decode_unicode:
+            import requests.utils
+
+            decode: Any = requests.utils.stream_decode_response_unicode
+            decoded: Iterator[Any] = decode(chunks, response)
+            return decoded
+        return chunks
+
+    def tapped_close() -> None:
+        response = ref()
+        try:
+            if response is not None:
+                close(response)
+        finally:
+            body.closed(getattr(response, "_content_consumed", False) is True)
+
+    http.iter_content = tapped_iter_content
+    http.close = tapped_close

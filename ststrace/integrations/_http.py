@@ -27,6 +27,7 @@ holds replaced, a stream finished once, on exhaustion, close or error.
 from __future__ import annotations
 
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 import orjson
 
@@ -39,18 +40,35 @@ from .._errors import internal_error
 _Wrapper = Callable[[Any, Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-def _begin(session: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[_LlmCall, bool] | None:
+def _httpx_request(request: Any) -> tuple[str, Any] | None:
+    """``(path, body bytes)`` of an ``httpx`` / ``httpx2`` ``Request``."""
+    return request.url.raw_path.decode("ascii", "replace"), request.__dict__.get("_content")
+
+
+def _requests_request(request: Any) -> tuple[str, Any] | None:
+    """``(path, body bytes)`` of a ``requests`` ``PreparedRequest``."""
+    url = request.url
+    if not isinstance(url, str):
+        return None
+    body = request.body
+    return urlsplit(url).path, body.encode() if isinstance(body, str) else body
+
+
+def _begin(
+    session: Any, request: Any, read: Callable[[Any], tuple[str, Any] | None]
+) -> tuple[_LlmCall, bool] | None:
     """``(call, lines)`` for a model call's request, else ``None``; the
     conversation and offered tools are recorded here, before it is sent."""
-    request: Any = args[0] if args else kwargs.get("request")
     if getattr(request, "method", None) != "POST":
         return None
     try:
-        path = request.url.raw_path.decode("ascii", "replace")
+        found = read(request)
+        if found is None:
+            return None
+        path, content = found
         kind = route(path)
         if kind is None:
             return None
-        content = request.__dict__.get("_content")
         if not isinstance(content, bytes) or not content:
             return None  # a streamed upload: not a JSON model request
         try:
@@ -91,7 +109,9 @@ def _watch(patch: Any, begun: tuple[_LlmCall, bool], response: Any) -> None:
 
 
 def make_wrapper(path: str, patch: Any) -> _Wrapper:
-    """The wrapper of one client's ``send`` (*path* ``AsyncClient.send`` is the async one)."""
+    """The wrapper of one client's ``send`` (*path* ``AsyncClient.send`` is the
+    async one; ``Session.send`` is ``requests``')."""
+    read = _requests_request if path == "Session.send" else _httpx_request
     if path.startswith("Async"):
 
         async def settle(coro: Any, begun: tuple[_LlmCall, bool]) -> Any:
@@ -103,7 +123,7 @@ def make_wrapper(path: str, patch: Any) -> _Wrapper:
             session = current.get()
             if session is None or in_llm_call.get() or not patch.active:
                 return wrapped(*args, **kwargs)
-            begun = _begin(session, args, kwargs)
+            begun = _begin(session, args[0] if args else kwargs.get("request"), read)
             if begun is None:
                 return wrapped(*args, **kwargs)
             return settle(wrapped(*args, **kwargs), begun)
@@ -114,7 +134,7 @@ def make_wrapper(path: str, patch: Any) -> _Wrapper:
         session = current.get()
         if session is None or in_llm_call.get() or not patch.active:
             return wrapped(*args, **kwargs)
-        begun = _begin(session, args, kwargs)
+        begun = _begin(session, args[0] if args else kwargs.get("request"), read)
         if begun is None:
             return wrapped(*args, **kwargs)
         response = wrapped(*args, **kwargs)
