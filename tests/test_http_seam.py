@@ -19,6 +19,7 @@ import ststrace  # noqa: E402
 from ststrace import Session, _instrument  # noqa: E402
 from ststrace._adapters.http import call_arguments, route  # noqa: E402
 from ststrace.testing import FakeAPI  # noqa: E402
+from fakeapi_fixtures import quiet_google  # noqa: E402
 from test_instrument_helpers import (  # noqa: E402
     CHAT_TOOLS,
     REASONING_TEXT,
@@ -325,6 +326,27 @@ def _sdk_calls(api: FakeAPI) -> dict[str, Any]:
         r = await ollama.AsyncClient(host=api.ollama_base_url).chat(model="m", messages=HI, stream=stream)
         return [x async for x in r] if stream else r
 
+    def gemini(stream: bool) -> Any:
+        from fakeapi_fixtures import gemini_client
+
+        client = gemini_client(api)  # held: a collected Client closes its HTTP client
+        if stream:
+            return list(client.models.generate_content_stream(model="gemini-2.5-flash", contents="hi"))
+        return client.models.generate_content(model="gemini-2.5-flash", contents="hi")
+
+    async def gemini_async_stream() -> Any:
+        from fakeapi_fixtures import gemini_client
+
+        client = gemini_client(api)
+        stream = await client.aio.models.generate_content_stream(model="gemini-2.5-flash", contents="hi")
+        return [x async for x in stream]
+
+    def together_chat() -> Any:
+        import together
+
+        c = together.Together(api_key="t", base_url=api.openai_base_url, max_retries=0)
+        return c.chat.completions.create(model="m", messages=HI)
+
     def run(coro: Any) -> Any:
         return lambda: asyncio.run(coro())
 
@@ -348,6 +370,10 @@ def _sdk_calls(api: FakeAPI) -> dict[str, Any]:
         "litellm": lambda: litellm_chat(False),
         "litellm-stream": lambda: litellm_chat(True),
         "litellm-anthropic": litellm_anthropic,
+        "google_genai": lambda: gemini(False),
+        "google_genai-stream": lambda: gemini(True),
+        "google_genai-async-stream": run(gemini_async_stream),
+        "together": together_chat,
     }
     return calls
 
@@ -362,13 +388,19 @@ _MODULES = {
     "mistralai": "mistralai.client",
     "huggingface_hub": "huggingface_hub",
     "litellm": "litellm",
+    "google_genai": "google.genai",
+    "together": "together",
 }
 
 
 @pytest.mark.parametrize("name", list(_sdk_calls(FakeAPI())))
-def test_sdk_call_is_recorded_once(name: str, fake_api: FakeAPI, everything: None, tmp_path: Path) -> None:
+def test_sdk_call_is_recorded_once(
+    name: str, fake_api: FakeAPI, everything: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """With the seam and every SDK integration on, one SDK call is one reply."""
     pytest.importorskip(_MODULES[name.split("-", 1)[0]])
+    if name.startswith("google_genai"):
+        quiet_google(monkeypatch)
     path = new_trace(tmp_path)
     with Session(path):
         _sdk_calls(fake_api)[name]()
