@@ -567,3 +567,59 @@ def test_requests_post_is_recorded(fake_api: FakeAPI, tmp_path: Path) -> None:
     messages = recorded(path)
     assert _without_usage(messages[:4]) == _text_turn("one") + _text_turn("two")
     assert [m["role"] for m in messages[4:]] == ["user"]  # closed before any content: no reply
+
+
+# -- the reply side of the new protocols, unit by unit ---------------------------
+
+
+def test_ollama_generate_and_cohere_v1_replies_convert() -> None:
+    from ststrace._adapters import accumulate, response_to_message
+
+    generate = {"model": "llama3.2", "response": "hi there", "thinking": "short", "done": True}
+    assert response_to_message(generate) == {
+        "role": "assistant",
+        "content": "hi there",
+        "reasoningContent": "short",
+        "model": "llama3.2",
+    }
+    chunks = [{"model": "llama3.2", "response": piece, "done": piece == ""} for piece in ("hi ", "there", "")]
+    assert accumulate(chunks) == {"role": "assistant", "content": "hi there", "model": "llama3.2"}
+
+    v1 = {"text": "", "generation_id": "g", "finish_reason": "COMPLETE", "tool_calls": [{"name": "f", "parameters": {"x": 1}}]}
+    message = response_to_message(v1)
+    assert message is not None and message["toolCalls"][0]["function"] == {"name": "f", "arguments": '{"x":1}'}
+    events = [
+        {"event_type": "stream-start", "generation_id": "g"},
+        {"event_type": "text-generation", "text": "a"},
+        {"event_type": "text-generation", "text": "b"},
+        {"event_type": "stream-end", "finish_reason": "COMPLETE", "response": {"text": "ab"}},
+    ]
+    assert accumulate(events) == {"role": "assistant", "content": "ab"}
+
+
+def test_line_delimited_body_fed_in_odd_pieces() -> None:
+    """An NDJSON body split anywhere (mid-line, several lines a piece) gives the
+    same reply; a mid-stream ``{"error": ...}`` line ends it as failed."""
+    from ststrace._adapters.raw import _Body
+
+    lines = b"".join(
+        orjson_line({"model": "m", "message": {"role": "assistant", "content": piece}, "done": piece == ""})
+        for piece in ("Hel", "lo", "")
+    )
+    for size in (1, 7, len(lines)):
+        got: list[dict[str, Any]] = []
+        body = _Body(got.append, lambda why: None, sse=False, lines=True)
+        for start in range(0, len(lines), size):
+            body.feed(lines[start : start + size])
+        body.finish(ended=True)
+        assert got == [{"role": "assistant", "content": "Hello", "model": "m"}]
+    failed: list[dict[str, Any]] = []
+    body = _Body(failed.append, lambda why: None, sse=False, lines=True)
+    body.feed(lines.split(b"\n", 1)[0] + b"\n" + orjson_line({"error": "model unloaded"}))
+    body.finish(ended=True)
+    assert failed == [{"role": "assistant", "content": "Hel", "model": "m"}]  # what arrived, once
+    assert body.failed
+
+
+def orjson_line(obj: Any) -> bytes:
+    return json.dumps(obj).encode() + b"\n"
