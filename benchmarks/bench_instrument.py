@@ -10,6 +10,11 @@ text and two tool calls). Per call it times, with ``time.perf_counter_ns``:
 - inside a ``Session``: the call uninstrumented vs instrumented (the input
   conversation is fingerprinted, the reply converted and one assistant line
   written per call), non-streamed and streamed (``stream=True``, consumed);
+- the transport seam (``instrument("httpx2")``, openai 3's HTTP client, with
+  the openai integration off): the same calls recorded from the HTTP
+  exchange instead, beside the SDK-level rows; a POST to another path
+  through the same client (the seam's non-matching path); and the
+  SDK-level call with the seam on too (the seam steps aside);
 - outside any session: uninstrumented vs instrumented (the patch only checks
   for a session and calls through);
 - other providers, inside a ``Session``, when installed: an Amazon Bedrock
@@ -292,6 +297,10 @@ def main(argv: list[str] | None = None) -> int:
         def create_streamed() -> Any:
             return list(client.chat.completions.create(model="gpt-bench", messages=MESSAGES, tools=TOOLS, stream=True))
 
+        def other_post() -> Any:
+            # Not a model path: the seam's per-request check, then the call.
+            return client._client.post(api.openai_base_url + "/embeddings", json={"model": "e", "input": "x"})
+
         print(f"openai {openai.__version__}, Python {sys.version.split()[0]}, {args.iterations} calls per variant")
         print("microseconds per call (medians); ratio = added / plain; paired = median of per-pair differences")
         print(HEADER)
@@ -302,6 +311,19 @@ def main(argv: list[str] | None = None) -> int:
             gc.collect()
             pair = _time_pair(create_streamed, args.iterations // 2, args.warmup, args.block)
             ratios.append(_report("in session, stream=True", *pair))
+            seam = ("httpx2",)
+            gc.collect()
+            pair = _time_pair(create, args.iterations, args.warmup, args.block, seam)
+            ratios.append(_report("seam, create", *pair))
+            gc.collect()
+            pair = _time_pair(create_streamed, args.iterations // 2, args.warmup, args.block, seam)
+            ratios.append(_report("seam, stream=True", *pair))
+            gc.collect()
+            pair = _time_pair(other_post, args.iterations, args.warmup, args.block, seam)
+            _report("seam, other POST", *pair)
+            gc.collect()
+            pair = _time_pair(create, args.iterations, args.warmup, args.block, ("openai", "httpx2"))
+            ratios.append(_report("SDK + seam, create", *pair))
             for name, (call, names, share) in {**_provider_calls(api), **_framework_calls(api, stack)}.items():
                 gc.collect()
                 pair = _time_pair(call, max(args.block, args.iterations // share), args.warmup // share, args.block, names)

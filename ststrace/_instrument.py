@@ -53,7 +53,13 @@ INTEGRATIONS = {
     "bedrock": "ststrace.integrations.bedrock",
     "claude_agent_sdk": "ststrace.integrations.claude_agent_sdk",
     "dspy": "ststrace.integrations.dspy",
+    "httpx": "ststrace.integrations.httpx",
+    "httpx2": "ststrace.integrations.httpx2",
+    "requests": "ststrace.integrations.requests",
 }
+#: The transport seam: model calls recorded from the HTTP exchange where no
+#: SDK-level integration saw them (``instrument(http=False)`` leaves it out).
+HTTP_SEAMS = ("httpx", "httpx2", "requests")
 _ALIASES = {
     "hf": "huggingface_hub",
     "huggingface-hub": "huggingface_hub",
@@ -185,7 +191,7 @@ def _installed(library: str) -> bool:
         return False
 
 
-def instrument(*names: str) -> list[str]:
+def instrument(*names: str, http: bool = True) -> list[str]:
     """Patch the named client libraries (all supported ones when no name is given).
 
     Names: ``"openai"``, ``"anthropic"``, ``"huggingface_hub"`` (or ``"hf"``),
@@ -196,7 +202,10 @@ def instrument(*names: str) -> list[str]:
     ``"gemini"``: the Gemini API and Vertex AI), ``"google_adk"`` (or ``"adk"``:
     how Google ADK runs agents; its Gemini calls are google_genai's), and the
     agent frameworks ``"smolagents"``, ``"llama_index"``, ``"claude_agent_sdk"``
-    (or ``"claude-agent-sdk"``) and ``"dspy"`` (see :mod:`ststrace.integrations`).
+    (or ``"claude-agent-sdk"``) and ``"dspy"`` (see :mod:`ststrace.integrations`),
+    and the transport seam ``"httpx"``, ``"httpx2"`` and ``"requests"``: a model call no
+    SDK-level integration saw, recorded from its HTTP exchange (with no names
+    it is included unless ``http=False``).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
@@ -207,7 +216,10 @@ def instrument(*names: str) -> list[str]:
     global _ever_called
     _ever_called = True
     explicit = bool(names)
-    keys = [_canonical(n) for n in names] if explicit else list(INTEGRATIONS)
+    if explicit:
+        keys = [_canonical(n) for n in names]
+    else:
+        keys = [key for key in INTEGRATIONS if http or key not in HTTP_SEAMS]
     specs = {key: importlib.import_module(INTEGRATIONS[key]) for key in keys}
     if explicit:
         # Every named library must be there before any is patched.
@@ -216,7 +228,7 @@ def instrument(*names: str) -> list[str]:
             if not _installed(needed):
                 raise InstrumentationError(
                     f"cannot instrument {key}: the {needed!r} package is not installed "
-                    f"(pip install 'ststrace[{_EXTRAS[key]}]')"
+                    f"(pip install {_install_hint(key, needed)})"
                 )
     done: list[str] = []
     for key in keys:
@@ -250,6 +262,11 @@ def instrument(*names: str) -> list[str]:
             continue
         done.append(key)
     return done
+
+
+def _install_hint(key: str, library: str) -> str:
+    extra = _EXTRAS.get(key)
+    return f"'ststrace[{extra}]'" if extra is not None else library
 
 
 def _skipped(key: str, exc: Exception) -> None:

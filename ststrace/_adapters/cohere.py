@@ -94,3 +94,51 @@ class CohereAccumulator:
             calls.append(made)
         reasoning = _with_plan("".join(self._thinking), "".join(self._plan))
         return assistant_message("".join(self._text), reasoning, calls, self.model)
+
+
+# -- the v1 API (``/v1/chat``): text at the top level, tool calls without ids --
+
+V1_EVENT_TYPES = frozenset({"stream-start", "text-generation", "tool-calls-generation", "stream-end"})
+
+
+def is_v1_response(obj: Any) -> bool:
+    """A Cohere v1 chat reply: ``text``, a ``finish_reason`` and no ``message``."""
+    return isinstance(get(obj, "text"), str) and get(obj, "finish_reason") is not None and get(obj, "message") is None
+
+
+def _v1_calls(calls: Any) -> list[dict[str, Any]]:
+    # v1 calls have no ids: each gets a generated one, and the results sent
+    # back (by name) are paired in order.
+    return [tool_call(None, get(c, "name"), get(c, "parameters")) for c in calls or ()]
+
+
+def message_from_v1_response(obj: Any) -> Message:
+    return assistant_message(get(obj, "text") or "", "", _v1_calls(get(obj, "tool_calls")), get(obj, "model"))
+
+
+def is_v1_event(obj: Any) -> bool:
+    return get(obj, "event_type") in V1_EVENT_TYPES
+
+
+class CohereV1Accumulator:
+    """Merges the NDJSON events of a v1 ``chat_stream``."""
+
+    def __init__(self) -> None:
+        self._text: list[str] = []
+        self._calls: list[dict[str, Any]] = []
+
+    @property
+    def seen_anything(self) -> bool:
+        return bool(self._text or self._calls)
+
+    def add_event(self, event: Any) -> None:
+        kind = get(event, "event_type")
+        if kind == "text-generation":
+            text = get(event, "text")
+            if isinstance(text, str):
+                self._text.append(text)
+        elif kind == "tool-calls-generation" and not self._calls:
+            self._calls = _v1_calls(get(event, "tool_calls"))
+
+    def result(self) -> Message:
+        return assistant_message("".join(self._text), "", list(self._calls))

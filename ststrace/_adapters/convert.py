@@ -9,6 +9,8 @@ from ._common import Message, get, internal_error
 from .messages import message_from_message_like
 from .bedrock import is_converse_response, message_from_converse
 from .cohere import is_chat_response as is_cohere_response
+from .cohere import is_v1_response as is_cohere_v1_response
+from .cohere import message_from_v1_response as message_from_cohere_v1
 from .cohere import message_from_chat_response as message_from_cohere
 from .ollama import is_chat_response as is_ollama_response
 from .ollama import message_from_chat_response as message_from_ollama
@@ -49,6 +51,8 @@ def convert(obj: Any) -> Message | None:
         msg: Message = {"role": "assistant", "content": text}
         add_tokens(msg, obj, None)
         return msg
+    if role is None and is_cohere_v1_response(obj):
+        return message_from_cohere_v1(obj)
     return None
 
 

@@ -1,4 +1,5 @@
-"""Ollama ``/api/chat`` replies (``ChatResponse`` objects or their dicts) and streams.
+"""Ollama ``/api/chat`` replies (``ChatResponse`` objects or their dicts) and streams,
+and ``/api/generate`` replies (``response`` and ``thinking`` at the top level).
 
 The protocol has no tool-call ids: each call gets a generated one when its
 reply is recorded, and the results the next request sends back (``role:
@@ -15,13 +16,18 @@ from .messages import message_from_message_like
 
 
 def is_chat_response(obj: Any) -> bool:
-    """An Ollama chat reply or stream chunk: a ``message`` and a ``done`` flag."""
-    return get(obj, "done") is not None and get(obj, "message") is not None
+    """An Ollama reply or stream chunk: a ``done`` flag and a ``message`` (chat)
+    or ``response`` text (generate)."""
+    return get(obj, "done") is not None and (get(obj, "message") is not None or isinstance(get(obj, "response"), str))
 
 
 def message_from_chat_response(obj: Any) -> Message:
     model = get(obj, "model")
-    return message_from_message_like(get(obj, "message"), model)
+    message = get(obj, "message")
+    if message is None:
+        # /api/generate: the text is the reply's own ``response``.
+        return assistant_message(get(obj, "response") or "", get(obj, "thinking") or "", None, model)
+    return message_from_message_like(message, model)
 
 
 class OllamaAccumulator:
@@ -42,8 +48,11 @@ class OllamaAccumulator:
             model = get(chunk, "model")
             if isinstance(model, str):
                 self.model = model
-        message = get(chunk, "message")
+        # A /api/generate chunk carries its fragments at the top level.
+        message = get(chunk, "message") or chunk
         content = get(message, "content")
+        if content is None:
+            content = get(message, "response")
         if isinstance(content, str) and content:
             self._content.append(content)
         thinking = get(message, "thinking")

@@ -28,7 +28,7 @@ import orjson
 
 from ._common import Message, internal_error
 from .convert import convert
-from .streams import StreamState
+from .streams import StreamState, accumulate
 from .usage import attach as attach_usage
 
 OnDone = Callable[[Message], None]
@@ -56,9 +56,12 @@ def _read_content(http: Any) -> bytes | None:
 class _Body:
     """Parses the body bytes as they pass and feeds one :class:`StreamState`."""
 
-    def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool, usage: bool = False) -> None:
-        # SSE events go through the stream accumulators; a JSON body is one
-        # reply, converted once at its end.
+    def __init__(self, on_done: OnDone, on_skip: OnSkip, sse: bool, usage: bool = False, lines: bool = False) -> None:
+        # SSE events and JSON lines (Ollama's and Cohere v1's streams) go
+        # through the stream accumulators; a JSON body is one reply,
+        # converted once at its end.
+        self.lines = lines and not sse
+        sse = sse or self.lines
         self.state = StreamState(on_done, None, started=True, usage=usage) if sse else None
         #: Add the reply's token usage, as the non-raw path does (LangChain's
         #: ``ChatOpenAI`` and the Agents SDK's streamed runs only ever go
@@ -99,13 +102,28 @@ class _Body:
             internal_error("raw response body")
 
     def _line_done(self, line: bytes) -> None:
-        if not line:
+        if self.lines:
+            self._json_line(line)
+        elif not line:
             self._dispatch()
         elif line.startswith(b"data:"):
             data = line[5:]
             self._data.append(data[1:] if data.startswith(b" ") else data)
         # ``event:`` / ``id:`` / ``retry:`` / comments: the JSON data carries
         # everything the accumulators need (its ``type``).
+
+    def _json_line(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            event = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(event, dict) and self.state is not None:
+            if "error" in event and len(event) <= 2:
+                self.failed = True  # Ollama's mid-stream {"error": ...}
+                return
+            self.state.add(event)
 
     def _dispatch(self) -> None:
         if not self._data:
@@ -160,9 +178,14 @@ class _Body:
         else:
             try:
                 obj = orjson.loads(content)
-                message = convert(obj)
-                if self.usage:
-                    message = attach_usage(message, obj)
+                if isinstance(obj, list):
+                    # Gemini's streamGenerateContent without alt=sse: one JSON
+                    # array of the chunks.
+                    message = accumulate(obj, usage=self.usage) if obj else None
+                else:
+                    message = convert(obj)
+                    if self.usage:
+                        message = attach_usage(message, obj)
             except orjson.JSONDecodeError:
                 reason = "its body is not JSON" if ended else "its body was not read to the end"
             except Exception:
@@ -287,6 +310,45 @@ def watch_raw_response(
     return None
 
 
+def watch_http_response(
+    http: Any,
+    on_done: OnDone,
+    on_skip: OnSkip,
+    lines: bool = False,
+    usage: bool = False,
+    track: Callable[[StreamState], None] | None = None,
+) -> str | None:
+    """Like :func:`watch_raw_response`, for an ``httpx`` / ``httpx2`` response
+    as ``send`` returns it: a body read already is recorded at once, one not
+    read yet from the decoded bytes as whoever reads them does. *lines*: a streamed body that
+    is not SSE is one JSON object per line. Returns why it cannot be watched,
+    or ``None``."""
+    sse = _SSE in _content_type(http)
+    content = _read_content(http)
+    if content is not None:
+        body = _Body(on_done, on_skip, sse, usage, lines)
+        # ``requests`` holds ``_content = False`` until the body is read.
+        if sse or body.lines:
+            body.feed(content)
+            body.finish(ended=True)
+        else:
+            body.json_body(content, ended=True)
+        return None
+    attributes = getattr(http, "__dict__", None)
+    if not isinstance(attributes, dict):
+        return f"{type(http).__qualname__} cannot be observed"
+    cls = type(http)
+    names = _TAPPED_REQUESTS if callable(getattr(cls, "iter_content", None)) else _TAPPED
+    missing = [name for name in names if not callable(getattr(cls, name, None))]
+    if missing or any(name in attributes for name in names):
+        return f"{cls.__qualname__}'s body readers cannot be observed"
+    body = _Body(on_done, on_skip, sse, usage, lines)
+    (_tap_requests if names is _TAPPED_REQUESTS else _tap)(http, cls, body)
+    if track is not None and body.state is not None:
+        track(body.state)
+    return None
+
+
 def _tap(http: Any, cls: type, body: _Body) -> None:
     # Closures over a weak reference: the response must not keep itself alive
     # through its own attributes (that would leave it to the cycle collector).
@@ -329,3 +391,35 @@ def _tap(http: Any, cls: type, body: _Body) -> None:
     http.aclose = tapped_aclose
     # Dropped unread and unclosed: nothing arrived, nothing to record; dropped
     # half-read: the reader's generator finishes the body when it is collected.
+
+
+_TAPPED_REQUESTS = ("iter_content", "close")
+
+
+def _tap_requests(http: Any, cls: type, body: _Body) -> None:
+    """A ``requests`` response: ``.content``, ``.json()``, ``.text``,
+    ``iter_lines()`` all read through ``iter_content``."""
+    ref = weakref.ref(http)
+    iter_content, close = cls.iter_content, cls.close  # type: ignore[attr-defined]
+
+    def tapped_iter_content(chunk_size: int | None = 1, decode_unicode: bool = False) -> Iterator[Any]:
+        response = ref()
+        chunks = body.iterate(iter_content(response, chunk_size, False))
+        if decode_unicode:
+            import requests.utils
+
+            decode: Any = requests.utils.stream_decode_response_unicode
+            decoded: Iterator[Any] = decode(chunks, response)
+            return decoded
+        return chunks
+
+    def tapped_close() -> None:
+        response = ref()
+        try:
+            if response is not None:
+                close(response)
+        finally:
+            body.closed(getattr(response, "_content_consumed", False) is True)
+
+    http.iter_content = tapped_iter_content
+    http.close = tapped_close

@@ -24,7 +24,8 @@ from .anthropic import AnthropicAccumulator
 from .bedrock import ConverseAccumulator, invoke_stream_event
 from .bedrock import is_stream_event as is_converse_event
 from .cohere import EVENT_TYPES as _COHERE_EVENTS
-from .cohere import CohereAccumulator
+from .cohere import CohereAccumulator, CohereV1Accumulator
+from .cohere import is_v1_event as is_cohere_v1_event
 from .convert import convert
 from .gemini import GeminiAccumulator
 from .gemini import is_response as _is_gemini
@@ -47,6 +48,7 @@ class Accumulator:
         self.gemini = GeminiAccumulator()
         self.ollama = OllamaAccumulator()
         self.cohere = CohereAccumulator()
+        self.cohere_v1 = CohereV1Accumulator()
         self.converse = ConverseAccumulator()
         self.usage = UsageAccumulator()  # token counts, from the chunks that carry them
         self._text: list[str] = []
@@ -88,6 +90,8 @@ class Accumulator:
             self.converse.add_event(chunk)
             if "metadata" in chunk:
                 self.usage.add_chat(chunk["metadata"])
+        elif is_cohere_v1_event(chunk):
+            self.cohere_v1.add_event(chunk)
         else:
             # mistralai's stream events carry the chunk in ``data``.
             data = get(chunk, "data")
@@ -110,7 +114,16 @@ class Accumulator:
         return message
 
     def _message(self) -> Message:
-        for acc in (self.anthropic, self.responses, self.chat, self.gemini, self.ollama, self.cohere, self.converse):
+        for acc in (
+            self.anthropic,
+            self.responses,
+            self.chat,
+            self.gemini,
+            self.ollama,
+            self.cohere,
+            self.converse,
+            self.cohere_v1,
+        ):
             if acc.seen_anything:
                 return acc.result()
         model = self.anthropic.model or self.responses.model or self.chat.model or self.gemini.model or self.ollama.model
@@ -426,7 +439,17 @@ class _SyncStreamProxy(_StreamProxy):
         # A method, so the generator keeps the proxy (and its __del__) alive.
         state = self._self_state
         try:
-            for chunk in inner:
+            while True:
+                # Flagged per step, never across a yield: a stream whose
+                # request goes out on its first step (ollama's, cohere's and
+                # google-genai's generators) is not recorded again below.
+                token = in_llm_call.set(True)
+                try:
+                    chunk = next(inner)
+                except StopIteration:
+                    break
+                finally:
+                    in_llm_call.reset(token)
                 state.add(chunk)
                 yield chunk
         except BaseException as exc:
@@ -439,11 +462,14 @@ class _SyncStreamProxy(_StreamProxy):
 
     def __next__(self) -> Any:
         state = self._self_state
+        token = in_llm_call.set(True)
         try:
             chunk = self.__wrapped__.__next__()
         except BaseException as exc:
             state.finish(ended=isinstance(exc, StopIteration))
             raise
+        finally:
+            in_llm_call.reset(token)
         state.add(chunk)
         return chunk
 
@@ -468,7 +494,14 @@ class _AsyncStreamProxy(_StreamProxy):
     async def _self_aiterate(self, inner: AsyncIterator[Any]) -> AsyncIterator[Any]:
         state = self._self_state
         try:
-            async for chunk in inner:
+            while True:
+                token = in_llm_call.set(True)
+                try:
+                    chunk = await inner.__anext__()
+                except StopAsyncIteration:
+                    break
+                finally:
+                    in_llm_call.reset(token)
                 state.add(chunk)
                 yield chunk
         except BaseException as exc:
@@ -479,11 +512,14 @@ class _AsyncStreamProxy(_StreamProxy):
 
     async def __anext__(self) -> Any:
         state = self._self_state
+        token = in_llm_call.set(True)
         try:
             chunk = await self.__wrapped__.__anext__()
         except BaseException as exc:
             state.finish(ended=isinstance(exc, StopAsyncIteration))
             raise
+        finally:
+            in_llm_call.reset(token)
         state.add(chunk)
         return chunk
 

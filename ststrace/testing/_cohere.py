@@ -1,4 +1,7 @@
-"""Cohere's v2 chat API (``POST /v2/chat``), as the fake server speaks it.
+"""Cohere's v2 chat API (``POST /v2/chat``), as the fake server speaks it, and
+the v1 API (``POST /v1/chat``: ``message`` + ``chat_history`` in, ``text`` and
+id-less ``tool_calls`` out; with ``"stream": true`` one JSON event per line,
+``stream-start``, ``text-generation``, ``tool-calls-generation``, ``stream-end``).
 
 JSON, or with ``"stream": true`` SSE events named by type (``message-start``,
 ``content-start`` / ``content-delta`` / ``content-end``, ``tool-plan-delta``,
@@ -19,12 +22,23 @@ ENDPOINT = "cohere"
 STREAM_CONTENT_TYPE = "text/event-stream"
 
 
+V1 = "/v1/chat"
+
+
+def _v1(path: str) -> bool:
+    return path.split("?", 1)[0].rstrip("/") == V1
+
+
 def matches(path: str) -> bool:
-    return path == "/v2/chat"
+    return path in ("/v2/chat", V1)
+
+
+def stream_content_type(path: str) -> str:
+    return "application/stream+json" if _v1(path) else STREAM_CONTENT_TYPE
 
 
 def tools_offered(body: dict[str, Any]) -> bool:
-    return bool(body.get("tools")) and body.get("tool_choice") != "NONE"
+    return bool(body.get("tools")) and body.get("tool_choice") != "NONE" and not body.get("tool_results")
 
 
 def _result_text(content: Any) -> str:
@@ -42,6 +56,12 @@ def _result_text(content: Any) -> str:
 
 
 def results(body: dict[str, Any], path: str, native: Any) -> list[str] | None:
+    if _v1(path):
+        # v1 sends the results of the last calls beside the (empty) message.
+        given = body.get("tool_results")
+        if not isinstance(given, list) or not given:
+            return None
+        return [dumps(r.get("outputs")) if isinstance(r, dict) else text_of(r) for r in given]
     return results_after_last_user(
         body.get("messages"),
         lambda m: m.get("role") == "user",
@@ -116,7 +136,41 @@ def _call(c: Any, arguments: str) -> dict[str, Any]:
     return {"id": c.call_id, "type": "function", "function": {"name": c.name, "arguments": arguments}}
 
 
+def _v1_calls(reply: Any) -> list[dict[str, Any]]:
+    return [{"name": c.name, "parameters": c.arguments} for c in reply.tool_calls]
+
+
+def _v1_json(api: Any, body: dict[str, Any], reply: Any, n: int) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "response_id": f"cohere-fake{n:04d}",
+        "generation_id": f"gen-fake{n:04d}",
+        "text": reply.text or "",
+        "finish_reason": "COMPLETE",
+        "chat_history": [],
+    }
+    if reply.tool_calls:
+        out["tool_calls"] = _v1_calls(reply)
+    if _reports_usage(api, reply):
+        u = _usage(api, body, reply)
+        out["meta"] = {"billed_units": u["billed_units"], "tokens": u["tokens"]}
+    return out
+
+
+def _v1_stream(api: Any, body: dict[str, Any], reply: Any, n: int) -> Iterator[bytes]:
+    def line(kind: str, **fields: Any) -> bytes:
+        return (dumps({"is_finished": kind == "stream-end", "event_type": kind, **fields}) + "\n").encode()
+
+    yield line("stream-start", generation_id=f"gen-fake{n:04d}")
+    for piece in pieces(reply.text or "", api.chunk_size):
+        yield line("text-generation", text=piece)
+    if reply.tool_calls:
+        yield line("tool-calls-generation", text=reply.text or "", tool_calls=_v1_calls(reply))
+    yield line("stream-end", finish_reason="COMPLETE", response=_v1_json(api, body, reply, n))
+
+
 def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> dict[str, Any]:
+    if _v1(path):
+        return _v1_json(api, body, reply, n)
     message: dict[str, Any] = {"role": "assistant"}
     content: list[dict[str, Any]] = []
     thinking = _thinking(body, reply)
@@ -142,6 +196,9 @@ def _event(kind: str, **fields: Any) -> bytes:
 
 
 def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> Iterator[bytes]:
+    if _v1(path):
+        yield from _v1_stream(api, body, reply, n)
+        return
     yield _event(
         "message-start",
         id=f"cohere-fake{n:04d}",

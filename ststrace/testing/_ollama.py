@@ -1,4 +1,5 @@
-"""Ollama's chat API (``POST /api/chat``), as the fake server speaks it.
+"""Ollama's chat API (``POST /api/chat``) and generate API (``POST /api/generate``:
+a ``prompt`` in, ``response`` text out, no tools), as the fake server speaks them.
 
 JSON, or with ``"stream": true`` (the client's default) newline-delimited JSON:
 ``thinking`` and ``content`` fragments, the tool calls whole in one chunk (the
@@ -18,8 +19,11 @@ ENDPOINT = "ollama"
 STREAM_CONTENT_TYPE = "application/x-ndjson"
 
 
+GENERATE = "/api/generate"
+
+
 def matches(path: str) -> bool:
-    return path == "/api/chat"
+    return path in ("/api/chat", GENERATE)
 
 
 def tools_offered(body: dict[str, Any]) -> bool:
@@ -76,12 +80,36 @@ def _final(api: Any, body: dict[str, Any], reply: Any) -> dict[str, Any]:
             final["prompt_eval_count"] = u.get("input", 0) + u.get("cacheRead", 0) + u.get("cacheWrite", 0)
             final["eval_count"] = u.get("output", 0)
     elif api.usage:
-        final["prompt_eval_count"] = tokens(dumps(body.get("messages") or ""))
+        final["prompt_eval_count"] = tokens(dumps(body.get("messages") or body.get("prompt") or ""))
         final["eval_count"] = completion_tokens(reply)
     return final
 
 
+def _generate_json(api: Any, body: dict[str, Any], reply: Any) -> dict[str, Any]:
+    out: dict[str, Any] = {"model": _model(body, reply), "created_at": CREATED_ISO, "response": reply.text or ""}
+    thinking = _thinking(body, reply)
+    if thinking:
+        out["thinking"] = thinking
+    return {**out, **_final(api, body, reply)}
+
+
+def _generate_stream(api: Any, body: dict[str, Any], reply: Any) -> Iterator[bytes]:
+    model = _model(body, reply)
+
+    def line(fields: dict[str, Any], **extra: Any) -> bytes:
+        chunk = {"model": model, "created_at": CREATED_ISO, **fields}
+        return (dumps({**chunk, **(extra or {"done": False})}) + "\n").encode()
+
+    for piece in pieces(_thinking(body, reply) or "", api.chunk_size):
+        yield line({"response": "", "thinking": piece})
+    for piece in pieces(reply.text or "", api.chunk_size):
+        yield line({"response": piece})
+    yield line({"response": ""}, **_final(api, body, reply))
+
+
 def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> dict[str, Any]:
+    if path.split("?", 1)[0].rstrip("/") == GENERATE:
+        return _generate_json(api, body, reply)
     message: dict[str, Any] = {"role": "assistant", "content": reply.text or ""}
     thinking = _thinking(body, reply)
     if thinking:
@@ -92,6 +120,9 @@ def reply_json(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, na
 
 
 def reply_stream(api: Any, body: dict[str, Any], reply: Any, n: int, path: str, native: Any) -> Iterator[bytes]:
+    if path.split("?", 1)[0].rstrip("/") == GENERATE:
+        yield from _generate_stream(api, body, reply)
+        return
     model = _model(body, reply)
 
     def line(message: dict[str, Any], **extra: Any) -> bytes:

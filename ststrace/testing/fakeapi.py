@@ -15,8 +15,9 @@ thread and serves:
 * ``POST …/models/{model}:generateContent`` and ``…:streamGenerateContent?alt=sse``
   (the Gemini API and Vertex AI, as ``google-genai`` calls them; see
   :mod:`ststrace.testing._gemini`).
-* ``POST /api/chat`` (Ollama): JSON or NDJSON (:mod:`ststrace.testing._ollama`).
-* ``POST /v2/chat`` (Cohere v2): JSON or typed SSE events (:mod:`ststrace.testing._cohere`).
+* ``POST /api/chat`` and ``/api/generate`` (Ollama): JSON or NDJSON (:mod:`ststrace.testing._ollama`).
+* ``POST /v2/chat`` (Cohere v2): JSON or typed SSE events; ``POST /v1/chat`` (Cohere v1):
+  JSON or one JSON event per line (:mod:`ststrace.testing._cohere`).
 * ``POST /model/{modelId}/converse``, ``/converse-stream`` (AWS event-stream
   framing), ``/invoke`` and ``/invoke-with-response-stream`` with an Anthropic
   body (Amazon Bedrock Runtime; :mod:`ststrace.testing._bedrock`).
@@ -1238,7 +1239,9 @@ class _Handler(BaseHTTPRequestHandler):
         if protocol is not None:
             if protocol.streamed(self.path, body):
                 events = protocol.reply_stream(fake, body, reply, n, self.path, _NATIVE)
-                self._send_stream(events, n, endpoint, fake._pop_drop(), protocol.STREAM_CONTENT_TYPE)
+                content_type = getattr(protocol, "stream_content_type", None)
+                content_type = content_type(self.path) if content_type else protocol.STREAM_CONTENT_TYPE
+                self._send_stream(events, n, endpoint, fake._pop_drop(), content_type)
             else:
                 self._send_json(200, protocol.reply_json(fake, body, reply, n, self.path, _NATIVE), n, endpoint)
             return
