@@ -280,30 +280,27 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         need = ".".join(map(str, spec.MIN_VERSION))
         raise _UnsupportedVersion(f"cannot instrument {key} {version}: ststrace needs {key} >= {need}")
     # Resolve every target before touching any, so a moved method leaves
-    # nothing half-patched.
-    patches: list[_Patch] = []
-    factories: list[Callable[[_Patch], _Wrapper] | None] = []
-    for module_name, path, *custom in spec.TARGETS:
+    # nothing half-patched. A target the integration lists in ``OPTIONAL`` (a
+    # method only some versions have) is skipped when missing; a required one
+    # that is missing stops the whole integration.
+    optional: frozenset[str] = getattr(spec, "OPTIONAL", frozenset())
+    resolved: list[tuple[tuple[Any, ...], _Patch, Callable[[_Patch], _Wrapper] | None]] = []
+    for target in spec.TARGETS:
+        modules, path, *custom = target
         try:
-            owner: Any = importlib.import_module(module_name)
-            *parents, attr = path.split(".")
-            for part in parents:
-                owner = getattr(owner, part)
-            inherited = isinstance(owner, type) and attr not in owner.__dict__
-            original = owner.__dict__[attr] if isinstance(owner, type) and not inherited else getattr(owner, attr)
-        except (ImportError, AttributeError, KeyError) as exc:
-            raise InstrumentationError(
-                f"cannot instrument {key} {version}: {module_name}.{path} not found ({exc})"
-            ) from exc
-        if not callable(original):
-            raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
-        patches.append(_Patch(owner, attr, original, inherited))
+            patch = _resolve(modules, path)
+        except InstrumentationError as exc:
+            if path in optional:
+                logger.debug("ststrace: %s %s has no %s; the rest is instrumented", key, version, path)
+                continue
+            raise InstrumentationError(f"cannot instrument {key} {version}: {exc}") from exc
         # A target may name its own wrapper factory (a runner, not a model call).
         factory = custom[0] if custom else None
-        factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
+        resolved.append((target, patch, _FACTORIES[factory] if isinstance(factory, str) else factory))
     # A framework integration brings its own wrappers; client libraries get _llm_patch.
     make = getattr(spec, "make_wrapper", None)
-    for target, patch, factory in zip(spec.TARGETS, patches, factories):
+    patches: list[_Patch] = []
+    for target, patch, factory in resolved:
         if factory is not None:
             wrapper = factory(patch)
         elif make is not None:
@@ -312,9 +309,32 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             wrapper = _llm_patch(patch, getattr(spec, "call_arguments", None))
         patch.wrapper = wrapt.FunctionWrapper(patch.original, wrapper)
         setattr(patch.owner, patch.attr, patch.wrapper)
+        patches.append(patch)
     _patched[key] = patches
     _wanted.discard(key)
     _NOT_CALL_SITES.add(spec.LIBRARY.split(".", 1)[0])
+
+
+def _resolve(modules: str | tuple[str, ...], path: str) -> _Patch:
+    """The attribute *path* in the first of *modules* that has it: an SDK that
+    moved a module between versions names both places, newest first."""
+    errors: list[str] = []
+    for module_name in (modules,) if isinstance(modules, str) else modules:
+        try:
+            owner: Any = importlib.import_module(module_name)
+            *parents, attr = path.split(".")
+            for part in parents:
+                owner = getattr(owner, part)
+            inherited = isinstance(owner, type) and attr not in owner.__dict__
+            original = owner.__dict__[attr] if isinstance(owner, type) and not inherited else getattr(owner, attr)
+        except (ImportError, AttributeError, KeyError) as exc:
+            errors.append(f"{module_name}.{path} not found ({exc})")
+            continue
+        if not callable(original):
+            errors.append(f"{module_name}.{path} is not callable")
+            continue
+        return _Patch(owner, attr, original, inherited)
+    raise InstrumentationError("; ".join(errors))
 
 
 def uninstrument(*names: str) -> None:
