@@ -411,6 +411,8 @@ _NOT_CALL_SITES = {"ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2"
 
 def _method_name(patch: _Patch) -> str:
     owner = patch.owner
+    if isinstance(owner, ModuleType):
+        return f"{owner.__name__}.{patch.attr}"
     module = getattr(owner, "__module__", "") or ""
     return f"{module}.{getattr(owner, '__qualname__', owner)}.{patch.attr}"
 
@@ -578,7 +580,24 @@ def _request_patch(patch: _Patch) -> _Wrapper:
     return wrapper
 
 
-_FACTORIES: dict[str, Callable[[_Patch], _Wrapper]] = {"request": _request_patch}
+def _unrecorded_patch(patch: _Patch) -> _Wrapper:
+    """The wrapper of a model call the SDK-level integration does not record
+    (ollama ``generate``, cohere's v1 ``chat``): it only remembers, for an
+    empty session's warning, that the call was made and through what."""
+    reason = f"through {_method_name(patch)}, which ststrace does not record (wrap that call with @llm)"
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        session = current.get()
+        if session is None:
+            note_missed(patch, session)
+        elif patch.active and not in_llm_call.get():
+            patch.missed = reason
+        return wrapped(*args, **kwargs)
+
+    return wrapper
+
+
+_FACTORIES: dict[str, Callable[[_Patch], _Wrapper]] = {"request": _request_patch, "unrecorded": _unrecorded_patch}
 
 
 async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:

@@ -13,7 +13,12 @@ TARGETS = [
     ("ollama._client", "Client.chat"),
     ("ollama._client", "AsyncClient.chat"),
     ("ollama", "chat"),
+    # Not recorded here: an empty session's warning names them.
+    ("ollama._client", "Client.generate", "unrecorded"),
+    ("ollama._client", "AsyncClient.generate", "unrecorded"),
+    ("ollama", "generate", "unrecorded"),
 ]
+OPTIONAL = frozenset({"Client.generate", "AsyncClient.generate", "generate"})
 
 _POSITIONAL = ("model", "messages")
 
