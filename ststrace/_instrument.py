@@ -32,6 +32,7 @@ from . import _unrecorded as _empty_sessions
 from ._context import current, in_llm_call
 from ._decorators import _ASYNC, _begin_llm, _kind, _LlmCall
 from ._errors import InstrumentationError, internal_error, logger
+from .integrations import executors as _executors
 
 #: Public name -> integration module (one per client library).
 INTEGRATIONS = {
@@ -197,6 +198,9 @@ def instrument(*names: str) -> list[str]:
     how Google ADK runs agents; its Gemini calls are google_genai's), and the
     agent frameworks ``"smolagents"``, ``"llama_index"``, ``"claude_agent_sdk"``
     (or ``"claude-agent-sdk"``) and ``"dspy"`` (see :mod:`ststrace.integrations`).
+    Whatever the names, work handed to a ``concurrent.futures`` thread pool
+    (``loop.run_in_executor``) while a session is open runs in that session
+    from then on (:mod:`ststrace.integrations.executors`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
@@ -206,6 +210,7 @@ def instrument(*names: str) -> list[str]:
     """
     global _ever_called
     _ever_called = True
+    _executors.install()
     explicit = bool(names)
     keys = [_canonical(n) for n in names] if explicit else list(INTEGRATIONS)
     specs = {key: importlib.import_module(INTEGRATIONS[key]) for key in keys}
@@ -344,6 +349,8 @@ def uninstrument(*names: str) -> None:
     patched method, its wrapper is left in place and ours only stops recording.
     """
     keys = [_canonical(n) for n in names] if names else list(INTEGRATIONS)
+    if not names:
+        _executors.uninstall()
     with _lock:
         for key in keys:
             _wanted.discard(key)

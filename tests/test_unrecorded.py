@@ -164,27 +164,31 @@ def test_instrument_is_not_imported_by_the_check() -> None:
     assert ststrace.Session is not None
 
 
-def test_mistralai_3_installed_is_not_blamed_for_an_empty_session(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_mistralai_3_installed_is_not_blamed_for_an_empty_session(tmp_path: Path) -> None:
     """``instrument()`` imports the ``mistralai`` namespace package looking for
     ``mistralai.client``: that alone is no client in use, so an empty session
-    where mistralai 3 is installed says nothing of it."""
+    where mistralai 3 is installed says nothing of it (a fresh interpreter:
+    nothing imported it before)."""
     pytest.importorskip("mistralai.client")
-    for name in [m for m in sys.modules if m == "mistralai" or m.startswith("mistralai.")]:
-        del sys.modules[name]  # restored below: the state of a program that never imported it
-    try:
-        ststrace.instrument()
-        assert sys.modules.get("mistralai") is not None  # what instrument() did
-        with caplog.at_level(logging.WARNING, logger="ststrace"):
-            with Session(new_trace(tmp_path)):
-                pass
-        assert not [w for w in warnings_of(caplog) if "mistralai" in w]
-        from mistralai.client import Mistral  # noqa: F401
+    from test_instrument import run_python
 
-        assert "mistralai" in _instrument.instrumented()  # patched when really imported
-    finally:
-        ststrace.uninstrument()
+    proc = run_python(
+        """
+        import logging, sys
+        logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
+        import ststrace
+        ststrace.instrument()
+        print("IMPORTED", sys.modules.get("mistralai") is not None)
+        with ststrace.Session():
+            pass
+        from mistralai.client import Mistral
+        print("PATCHED", "mistralai" in ststrace._instrument.instrumented())
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["IMPORTED", "True", "PATCHED", "True"]
+    assert "mistralai" not in proc.stderr, proc.stderr
 
 
 def test_ollama_generate_is_named_when_nothing_is_recorded(
