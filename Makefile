@@ -32,7 +32,7 @@ PHX    := .venv-phoenix
 PHX_STAMP := $(PHX)/.ststrace-installed
 PHX_TESTS := tests/test_otel_phoenix.py
 
-.PHONY: demo test bench typecheck clean
+.PHONY: demo test matrix bench typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -64,6 +64,13 @@ test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP)
 	$(PHX)/bin/python -m pytest -q -rs -p no:cacheprovider $(PHX_TESTS)
 	$(BIN)/python -m pytest -q -rs
 
+# The compatibility matrix (noxfile.py, docs/compatibility.md): each integration
+# at its declared minimum and a widely pinned middle release, and Python 3.10;
+# `make test` runs the newest. nox builds each environment with uv when it is
+# installed (seconds from its cache), else with virtualenv and pip.
+matrix: $(STAMP)
+	$(BIN)/python -m nox -db $$(command -v uv >/dev/null && echo uv || echo virtualenv)
+
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy
 
@@ -71,4 +78,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) .venv-crewai traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) .venv-crewai .nox traces .pytest_cache .mypy_cache

@@ -31,7 +31,8 @@ MATRIX: dict[str, dict[str, list[str]]] = {
     # openai < 1.55 passes httpx's ``proxies=``, which httpx 0.28 removed.
     "openai": {"min": ["openai==1.40.0", "httpx<0.28"], "middle": ["openai==1.109.1"]},
     "anthropic": {"min": ["anthropic==0.40.0", "httpx<0.28"], "middle": ["anthropic==0.69.0"]},
-    "huggingface_hub": {"min": ["huggingface_hub==0.24.0"], "middle": ["huggingface_hub==0.35.3"]},
+    # huggingface_hub < 1 runs AsyncInferenceClient on aiohttp.
+    "huggingface_hub": {"min": ["huggingface_hub==0.24.0", "aiohttp"], "middle": ["huggingface_hub==0.35.3", "aiohttp"]},
     "litellm": {"min": ["litellm==1.53.1"], "middle": ["litellm==1.77.7"]},
     "groq": {"min": ["groq==0.9.0", "httpx<0.28"]},
     "cerebras": {"min": ["cerebras-cloud-sdk==1.0.0", "httpx<0.28"]},
