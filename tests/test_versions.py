@@ -126,7 +126,12 @@ def groq_calls() -> dict[str, Call]:
 
 
 def cerebras_calls() -> dict[str, Call]:
-    return _stainless("cerebras.cloud.sdk", "Cerebras", lambda api: api.url, warm_tcp_connection=False)
+    import inspect
+
+    sdk = pytest.importorskip("cerebras.cloud.sdk")
+    # Newer releases open a connection to their API at construction unless told not to.
+    warm = "warm_tcp_connection" in inspect.signature(sdk.Cerebras.__init__).parameters
+    return _stainless("cerebras.cloud.sdk", "Cerebras", lambda api: api.url, **({"warm_tcp_connection": False} if warm else {}))
 
 
 def together_calls() -> dict[str, Call]:
@@ -208,14 +213,21 @@ def google_genai_calls() -> dict[str, Call]:
     def client(api: FakeAPI) -> Any:
         return genai.Client(api_key="test", http_options=types.HttpOptions(base_url=api.gemini_base_url, timeout=5000))
 
-    async def asyn(api: FakeAPI) -> Any:
-        return await client(api).aio.models.generate_content(model=MODEL, contents=PROMPT)
+    # The client is kept for the call: google-genai >= 1.3x closes its HTTP
+    # client when the Client object is collected.
+    def sync(api: FakeAPI) -> Any:
+        c = client(api)
+        return c.models.generate_content(model=MODEL, contents=PROMPT)
 
-    return {
-        "sync": lambda api: client(api).models.generate_content(model=MODEL, contents=PROMPT),
-        "stream": lambda api: list(client(api).models.generate_content_stream(model=MODEL, contents=PROMPT)),
-        "async": asyn,
-    }
+    def stream(api: FakeAPI) -> Any:
+        c = client(api)
+        return list(c.models.generate_content_stream(model=MODEL, contents=PROMPT))
+
+    async def asyn(api: FakeAPI) -> Any:
+        c = client(api)
+        return await c.aio.models.generate_content(model=MODEL, contents=PROMPT)
+
+    return {"sync": sync, "stream": stream, "async": asyn}
 
 
 CLIENTS: dict[str, Callable[[], dict[str, Call]]] = {
