@@ -54,6 +54,13 @@ FRAMEWORKS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
         ["tests/frameworks/test_smolagents.py"],
         {"min": ["smolagents==1.20.0", "litellm==1.77.7"], "middle": ["smolagents==1.22.0", "litellm==1.77.7"]},
     ),
+    "llama_index": (
+        ["tests/frameworks/test_llamaindex.py"],
+        {"min": ["llama-index-core==0.14.0", "llama-index-llms-litellm", "litellm==1.77.7"]},
+    ),
+    "google_adk": (["tests/frameworks/test_google_adk.py"], {"min": ["google-adk==1.0.0"]}),
+    "claude_agent_sdk": (["tests/frameworks/test_claude_agent_sdk.py"], {"min": ["claude-agent-sdk==0.1.0"]}),
+    "dspy": (["tests/frameworks/test_dspy.py"], {"min": ["dspy==3.4.0"]}),
     "langgraph": (
         ["tests/frameworks/test_langchain.py"],
         {"middle": ["langchain-core>=0.3,<0.4", "langchain-openai>=0.3,<0.4", "langgraph>=0.6,<0.7"]},
