@@ -44,7 +44,9 @@ MATRIX: dict[str, dict[str, list[str]]] = {
     "google_genai": {"min": ["google-genai==1.0.0"], "middle": ["google-genai==1.40.0"]},
 }
 
-#: The frameworks: their own test files, at the tiers given.
+#: The frameworks: their own test files, at the tiers given, with a ``-k``
+#: selection where an older release lacks what a test needs (the rest of the
+#: file is tested at the newest only; docs/compatibility.md says what).
 FRAMEWORKS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
     "openai_agents": (
         ["tests/frameworks/test_agents_sdk.py"],
@@ -65,6 +67,24 @@ FRAMEWORKS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
         ["tests/frameworks/test_langchain.py"],
         {"middle": ["langchain-core>=0.3,<0.4", "langchain-openai>=0.3,<0.4", "langgraph>=0.6,<0.7"]},
     ),
+}
+
+#: (framework, tier) -> the ``-k`` expression of the tests that run there.
+SELECT: dict[tuple[str, str], str] = {
+    # Before 0.4: no blocking guardrails, agents-as-tools without the run
+    # context ststrace links child sessions by, Runner.run_sync needing an
+    # event loop in the main thread, and (0.2) no reasoning items on the
+    # Chat Completions model.
+    ("openai_agents", "min"): "(test_runner_run and not sync) or test_traced_tool or test_handoff"
+    " or max_turns_exceeded_streamed or test_a_run_inside",
+    ("openai_agents", "middle"): "(test_runner_run and not sync) or test_traced_tool or test_handoff"
+    " or max_turns_exceeded_streamed or test_a_run_inside or test_chat_completions_model",
+    # Managed agents as linked child sessions, and a CodeAgent's code run with
+    # ststrace's @tool, are recorded as tested from smolagents 1.23 on.
+    ("smolagents", "min"): "not managed_agent and not child_session_hook and not code_agent_with_ststrace_tool",
+    ("smolagents", "middle"): "not managed_agent and not child_session_hook and not code_agent_with_ststrace_tool",
+    # LangGraph 0.6's ToolNode turns a tool's exception into an error message by default.
+    ("langgraph", "middle"): "not raises_out_of_the_graph",
 }
 
 
@@ -98,7 +118,8 @@ def frameworks(session: nox.Session, framework: str, tier: str) -> None:
     """One agent framework at one version: its own test file."""
     files, tiers = FRAMEWORKS[framework]
     session.install("-e", ".", *TEST_TOOLS, *tiers[tier])
-    _pytest(session, *files)
+    select = SELECT.get((framework, tier))
+    _pytest(session, *files, *(["-k", select] if select else []))
 
 
 def _python310() -> str:
@@ -126,5 +147,8 @@ CORE_TESTS = [
 def py310(session: nox.Session) -> None:
     """Python 3.10 at the runtime floors (wrapt 1.17, orjson 3.9): the core,
     and the main clients at their newest."""
-    session.install("-e", ".", *TEST_TOOLS, "wrapt==1.17.0", "orjson==3.9.0", "openai==3.57.0", "anthropic==2.14.0")
+    session.install(
+        "-e", ".", *TEST_TOOLS, "wrapt==1.17.0", "orjson==3.9.0", "openai==3.57.0", "anthropic==2.14.0",
+        "attrs", "pydantic>=2",
+    )
     _pytest(session, *CORE_TESTS, "tests/test_versions.py")
