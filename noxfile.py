@@ -149,6 +149,6 @@ def py310(session: nox.Session) -> None:
     and the main clients at their newest."""
     session.install(
         "-e", ".", *TEST_TOOLS, "wrapt==1.17.0", "orjson==3.9.0", "openai==3.57.0", "anthropic==2.14.0",
-        "attrs", "pydantic>=2",
+        "attrs", "pydantic>=2", "numpy",
     )
     _pytest(session, *CORE_TESTS, "tests/test_versions.py")
