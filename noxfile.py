@@ -60,8 +60,10 @@ FRAMEWORKS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
         ["tests/frameworks/test_llamaindex.py"],
         {"min": ["llama-index-core==0.14.0", "llama-index-llms-litellm", "litellm==1.77.7"]},
     ),
-    "google_adk": (["tests/frameworks/test_google_adk.py"], {"min": ["google-adk==1.0.0"]}),
-    "claude_agent_sdk": (["tests/frameworks/test_claude_agent_sdk.py"], {"min": ["claude-agent-sdk==0.1.0"]}),
+    # google-adk 1.0.0 imports ``deprecated`` without requiring it.
+    "google_adk": (["tests/frameworks/test_google_adk.py"], {"min": ["google-adk==1.0.0", "deprecated"]}),
+    # claude-agent-sdk 0.1.0 allows mcp 2, whose Server it cannot drive.
+    "claude_agent_sdk": (["tests/frameworks/test_claude_agent_sdk.py"], {"min": ["claude-agent-sdk==0.1.0", "mcp<2"]}),
     "dspy": (["tests/frameworks/test_dspy.py"], {"min": ["dspy==3.4.0"]}),
     "langgraph": (
         ["tests/frameworks/test_langchain.py"],
