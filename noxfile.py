@@ -60,10 +60,9 @@ FRAMEWORKS: dict[str, tuple[list[str], dict[str, list[str]]]] = {
         ["tests/frameworks/test_llamaindex.py"],
         {"min": ["llama-index-core==0.14.0", "llama-index-llms-litellm", "litellm==1.77.7"]},
     ),
-    # google-adk 1.0.0 imports ``deprecated`` without requiring it.
-    "google_adk": (["tests/frameworks/test_google_adk.py"], {"min": ["google-adk==1.0.0", "deprecated"]}),
-    # claude-agent-sdk 0.1.0 allows mcp 2, whose Server it cannot drive.
-    "claude_agent_sdk": (["tests/frameworks/test_claude_agent_sdk.py"], {"min": ["claude-agent-sdk==0.1.0", "mcp<2"]}),
+    # Not yet here: google-adk 1.0 (it cannot read the string annotations of
+    # the test file's tools) and claude-agent-sdk 0.1.0 (it does not bundle the
+    # Claude Code CLI the tests drive); both are tested at the newest only.
     "dspy": (["tests/frameworks/test_dspy.py"], {"min": ["dspy==3.4.0"]}),
     "langgraph": (
         ["tests/frameworks/test_langchain.py"],
@@ -85,6 +84,11 @@ SELECT: dict[tuple[str, str], str] = {
     # ststrace's @tool, are recorded as tested from smolagents 1.23 on.
     ("smolagents", "min"): "not managed_agent and not child_session_hook and not code_agent_with_ststrace_tool",
     ("smolagents", "middle"): "not managed_agent and not child_session_hook and not code_agent_with_ststrace_tool",
+    # llama-index-core 0.14.0's FunctionAgent answers with the first of two
+    # parallel tool results only, and its ReActAgent puts the system prompt
+    # elsewhere: those two tests pin the newest release's behaviour.
+    ("llama_index", "min"): "not test_react_agent_records_actions_as_tool_calls"
+    " and not (test_function_agent and litellm and not stream and not follow and not ststrace)",
     # LangGraph 0.6's ToolNode turns a tool's exception into an error message by default.
     ("langgraph", "middle"): "not raises_out_of_the_graph",
 }

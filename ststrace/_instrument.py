@@ -210,7 +210,6 @@ def instrument(*names: str) -> list[str]:
     """
     global _ever_called
     _ever_called = True
-    _executors.install()
     explicit = bool(names)
     keys = [_canonical(n) for n in names] if explicit else list(INTEGRATIONS)
     specs = {key: importlib.import_module(INTEGRATIONS[key]) for key in keys}
@@ -223,6 +222,7 @@ def instrument(*names: str) -> list[str]:
                     f"cannot instrument {key}: the {needed!r} package is not installed "
                     f"(pip install 'ststrace[{_EXTRAS[key]}]')"
                 )
+    _executors.install()
     done: list[str] = []
     for key in keys:
         spec = specs[key]
