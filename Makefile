@@ -43,7 +43,7 @@ TRAIN  := .venv-train
 TRAIN_STAMP := $(TRAIN)/.ststrace-installed
 TRAIN_FIND := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 
-.PHONY: demo test test-train docs agents bench typecheck clean
+.PHONY: demo test test-train docs matrix agents bench typecheck clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -98,6 +98,7 @@ $(DOCS)/.ststrace-installed: pyproject.toml
 
 docs: $(DOCS)/.ststrace-installed
 	NO_MKDOCS_2_WARNING=1 $(DOCS)/bin/python -m mkdocs build --strict --site-dir site
+
 $(TRAIN_STAMP): pyproject.toml
 	test -x $(TRAIN)/bin/python || $(PYTHON) -m venv $(TRAIN)
 	$(TRAIN)/bin/python -m pip install --quiet --disable-pip-version-check $(TRAIN_FIND) -e '.[test-train]'
@@ -106,6 +107,12 @@ $(TRAIN_STAMP): pyproject.toml
 
 test-train: $(TRAIN_STAMP)
 	HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_DATASETS_OFFLINE=1 $(TRAIN)/bin/python -m pytest -q -rs -p no:cacheprovider tests/train
+# The compatibility matrix (noxfile.py, docs/compatibility.md): each integration
+# at its declared minimum and a widely pinned middle release, and Python 3.10;
+# `make test` runs the newest. nox builds each environment with uv when it is
+# installed (seconds from its cache), else with virtualenv and pip.
+matrix: $(STAMP)
+	$(BIN)/python -m nox -db $$(command -v uv >/dev/null && echo uv || echo virtualenv)
 
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy
@@ -114,4 +121,4 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/run_all.py
 
 clean:
-	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) $(TRAIN) $(DOCS) site .venv-crewai .agents traces .pytest_cache .mypy_cache
+	rm -rf $(VENV) $(OAI2) $(GOOGLE) $(SIDE) $(PHX) $(TRAIN) $(DOCS) site .venv-crewai .agents .nox traces .pytest_cache .mypy_cache

@@ -32,6 +32,7 @@ from . import _unrecorded as _empty_sessions
 from ._context import current, in_llm_call
 from ._decorators import _ASYNC, _begin_llm, _kind, _LlmCall
 from ._errors import InstrumentationError, internal_error, logger
+from .integrations import executors as _executors
 
 #: Public name -> integration module (one per client library).
 INTEGRATIONS = {
@@ -206,6 +207,9 @@ def instrument(*names: str, http: bool = True) -> list[str]:
     and the transport seam ``"httpx"``, ``"httpx2"`` and ``"requests"``: a model call no
     SDK-level integration saw, recorded from its HTTP exchange (with no names
     it is included unless ``http=False``).
+    Whatever the names, work handed to a ``concurrent.futures`` thread pool
+    (``loop.run_in_executor``) while a session is open runs in that session
+    from then on (:mod:`ststrace.integrations.executors`).
     Asked by name, a library is imported and patched now; one
     that is missing, of an unsupported version or whose methods moved raises
     :class:`ststrace.InstrumentationError`. With no names, libraries already
@@ -230,6 +234,7 @@ def instrument(*names: str, http: bool = True) -> list[str]:
                     f"cannot instrument {key}: the {needed!r} package is not installed "
                     f"(pip install {_install_hint(key, needed)})"
                 )
+    _executors.install()
     done: list[str] = []
     for key in keys:
         spec = specs[key]
@@ -297,30 +302,27 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
         need = ".".join(map(str, spec.MIN_VERSION))
         raise _UnsupportedVersion(f"cannot instrument {key} {version}: ststrace needs {key} >= {need}")
     # Resolve every target before touching any, so a moved method leaves
-    # nothing half-patched.
-    patches: list[_Patch] = []
-    factories: list[Callable[[_Patch], _Wrapper] | None] = []
-    for module_name, path, *custom in spec.TARGETS:
+    # nothing half-patched. A target the integration lists in ``OPTIONAL`` (a
+    # method only some versions have) is skipped when missing; a required one
+    # that is missing stops the whole integration.
+    optional: frozenset[str] = getattr(spec, "OPTIONAL", frozenset())
+    resolved: list[tuple[tuple[Any, ...], _Patch, Callable[[_Patch], _Wrapper] | None]] = []
+    for target in spec.TARGETS:
+        modules, path, *custom = target
         try:
-            owner: Any = importlib.import_module(module_name)
-            *parents, attr = path.split(".")
-            for part in parents:
-                owner = getattr(owner, part)
-            inherited = isinstance(owner, type) and attr not in owner.__dict__
-            original = owner.__dict__[attr] if isinstance(owner, type) and not inherited else getattr(owner, attr)
-        except (ImportError, AttributeError, KeyError) as exc:
-            raise InstrumentationError(
-                f"cannot instrument {key} {version}: {module_name}.{path} not found ({exc})"
-            ) from exc
-        if not callable(original):
-            raise InstrumentationError(f"cannot instrument {key} {version}: {module_name}.{path} is not callable")
-        patches.append(_Patch(owner, attr, original, inherited))
+            patch = _resolve(modules, path)
+        except InstrumentationError as exc:
+            if path in optional:
+                logger.debug("ststrace: %s %s has no %s; the rest is instrumented", key, version, path)
+                continue
+            raise InstrumentationError(f"cannot instrument {key} {version}: {exc}") from exc
         # A target may name its own wrapper factory (a runner, not a model call).
         factory = custom[0] if custom else None
-        factories.append(_FACTORIES[factory] if isinstance(factory, str) else factory)
+        resolved.append((target, patch, _FACTORIES[factory] if isinstance(factory, str) else factory))
     # A framework integration brings its own wrappers; client libraries get _llm_patch.
     make = getattr(spec, "make_wrapper", None)
-    for target, patch, factory in zip(spec.TARGETS, patches, factories):
+    patches: list[_Patch] = []
+    for target, patch, factory in resolved:
         if factory is not None:
             wrapper = factory(patch)
         elif make is not None:
@@ -329,9 +331,32 @@ def _apply(key: str, spec: Any, module: ModuleType) -> None:
             wrapper = _llm_patch(patch, getattr(spec, "call_arguments", None))
         patch.wrapper = wrapt.FunctionWrapper(patch.original, wrapper)
         setattr(patch.owner, patch.attr, patch.wrapper)
+        patches.append(patch)
     _patched[key] = patches
     _wanted.discard(key)
     _NOT_CALL_SITES.add(spec.LIBRARY.split(".", 1)[0])
+
+
+def _resolve(modules: str | tuple[str, ...], path: str) -> _Patch:
+    """The attribute *path* in the first of *modules* that has it: an SDK that
+    moved a module between versions names both places, newest first."""
+    errors: list[str] = []
+    for module_name in (modules,) if isinstance(modules, str) else modules:
+        try:
+            owner: Any = importlib.import_module(module_name)
+            *parents, attr = path.split(".")
+            for part in parents:
+                owner = getattr(owner, part)
+            inherited = isinstance(owner, type) and attr not in owner.__dict__
+            original = owner.__dict__[attr] if isinstance(owner, type) and not inherited else getattr(owner, attr)
+        except (ImportError, AttributeError, KeyError) as exc:
+            errors.append(f"{module_name}.{path} not found ({exc})")
+            continue
+        if not callable(original):
+            errors.append(f"{module_name}.{path} is not callable")
+            continue
+        return _Patch(owner, attr, original, inherited)
+    raise InstrumentationError("; ".join(errors))
 
 
 def uninstrument(*names: str) -> None:
@@ -341,6 +366,8 @@ def uninstrument(*names: str) -> None:
     patched method, its wrapper is left in place and ours only stops recording.
     """
     keys = [_canonical(n) for n in names] if names else list(INTEGRATIONS)
+    if not names:
+        _executors.uninstall()
     with _lock:
         for key in keys:
             _wanted.discard(key)
@@ -408,6 +435,8 @@ _NOT_CALL_SITES = {"ststrace", "wrapt", "openai", "anthropic", "httpx", "httpx2"
 
 def _method_name(patch: _Patch) -> str:
     owner = patch.owner
+    if isinstance(owner, ModuleType):
+        return f"{owner.__name__}.{patch.attr}"
     module = getattr(owner, "__module__", "") or ""
     return f"{module}.{getattr(owner, '__qualname__', owner)}.{patch.attr}"
 
@@ -575,7 +604,24 @@ def _request_patch(patch: _Patch) -> _Wrapper:
     return wrapper
 
 
-_FACTORIES: dict[str, Callable[[_Patch], _Wrapper]] = {"request": _request_patch}
+def _unrecorded_patch(patch: _Patch) -> _Wrapper:
+    """The wrapper of a model call the SDK-level integration does not record
+    (ollama ``generate``, cohere's v1 ``chat``): it only remembers, for an
+    empty session's warning, that the call was made and through what."""
+    reason = f"through {_method_name(patch)}, which ststrace does not record (wrap that call with @llm)"
+
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        session = current.get()
+        if session is None:
+            note_missed(patch, session)
+        elif patch.active and not in_llm_call.get():
+            patch.missed = reason
+        return wrapped(*args, **kwargs)
+
+    return wrapper
+
+
+_FACTORIES: dict[str, Callable[[_Patch], _Wrapper]] = {"request": _request_patch, "unrecorded": _unrecorded_patch}
 
 
 async def _run_async(coro: Any, call: _LlmCall, patch: _Patch) -> Any:

@@ -40,6 +40,7 @@ CLIENTS: dict[str, str] = {
     "cerebras.cloud.sdk": "cerebras",
     "together": "together",
     "mistralai": "mistralai",
+    "mistralai.client": "mistralai",
     "cohere": "cohere",
     "ollama": "ollama",
     "botocore": "bedrock",
@@ -68,7 +69,17 @@ report: Callable[[], tuple[bool, frozenset[str], frozenset[str], dict[str, str]]
 def explain(session_id: str) -> str | None:
     """The warning for a session that recorded nothing, or ``None`` if no LLM
     client library is imported."""
-    imported = [name for name in CLIENTS if sys.modules.get(name) is not None]
+    imported: list[str] = []
+    keys: set[str] = set()
+    for name in CLIENTS:
+        module = sys.modules.get(name)
+        # A namespace package (mistralai 3's ``mistralai``; ``instrument()``
+        # imports it looking for ``mistralai.client``) is no client by itself.
+        namespace = getattr(module, "__file__", None) is None and hasattr(module, "__path__")
+        if module is None or namespace or CLIENTS[name] in keys:
+            continue
+        keys.add(CLIENTS[name])
+        imported.append(name)
     if not imported:
         return None
     called, supported, patched, missed = report() if report is not None else (False, frozenset(), frozenset(), {})

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import sys
 import threading
 from pathlib import Path
@@ -152,3 +153,60 @@ def test_no_session_no_file() -> None:
     assert double(1) == 2
     assert current_session() is None
     assert trace_dir_files() == []
+
+
+# --------------------------------------------------------------------------- instrument(): executor threads
+
+_USER_VAR: contextvars.ContextVar[str] = contextvars.ContextVar("user_var", default="unset")
+
+
+def test_instrumented_stdlib_executor_carries_the_session_and_nothing_else(tmp_path: Path) -> None:
+    """After ``instrument()`` (with any names), work submitted to the standard library's pool while
+    a session is open runs in it; the user's own context variables do not travel
+    (as without ststrace), and the worker is back to no session afterwards."""
+    from test_instrument_helpers import instrumented
+
+    path = tmp_path / "t.jsonl"
+    original = concurrent.futures.ThreadPoolExecutor.submit
+    with instrumented("openai"):
+        assert concurrent.futures.ThreadPoolExecutor.submit is not original
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            assert pool.submit(current_session).result() is None  # no session: nothing carried
+            token = _USER_VAR.set("submitter")
+            try:
+                with Session(path) as s:
+                    assert pool.submit(double, 2).result() == 4
+                    assert pool.submit(current_session).result() is s
+                    assert pool.submit(_USER_VAR.get).result() == "unset"
+                    assert list(pool.map(double, [3])) == [6]  # map() submits too
+            finally:
+                _USER_VAR.reset(token)
+            assert pool.submit(current_session).result() is None
+    assert concurrent.futures.ThreadPoolExecutor.submit is original
+    assert contents(path) == ["4", "6"]
+
+
+async def test_instrumented_run_in_executor_carries_the_session(tmp_path: Path) -> None:
+    """``loop.run_in_executor(None, ...)`` (the loop's default pool), as frameworks use it."""
+    from test_instrument_helpers import instrumented
+
+    path = tmp_path / "t.jsonl"
+    loop = asyncio.get_running_loop()
+    with instrumented("openai"):
+        async with Session(path) as s:
+            assert await loop.run_in_executor(None, double, 7) == 14
+            assert await loop.run_in_executor(None, current_session) is s
+        assert await loop.run_in_executor(None, current_session) is None
+    assert contents(path) == ["14"]
+
+
+def test_instrumented_executor_passes_user_exceptions_through(tmp_path: Path) -> None:
+    from test_instrument_helpers import instrumented
+
+    def boom() -> None:
+        raise KeyError("mine")
+
+    with instrumented("openai"), Session(tmp_path / "t.jsonl"):
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            with pytest.raises(KeyError, match="mine"):
+                pool.submit(boom).result()

@@ -194,6 +194,42 @@ def test_a_moved_method_raises_and_patches_nothing(monkeypatch: pytest.MonkeyPat
     assert patched_now() == []
 
 
+def test_a_missing_optional_target_leaves_the_others_patched(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A method only some versions have (``OPTIONAL``) is skipped when missing;
+    every other target is still patched and undone."""
+    caplog.set_level(logging.WARNING, logger="ststrace")
+    gone = ("openai.resources.chat.completions.completions", "Completions.gone")
+    monkeypatch.setattr(openai_integration, "TARGETS", [*openai_integration.TARGETS, gone])
+    monkeypatch.setattr(openai_integration, "OPTIONAL", openai_integration.OPTIONAL | {"Completions.gone"})
+    try:
+        assert ststrace.instrument("openai") == ["openai"]
+        assert isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper)
+        assert len(_patched["openai"]) == len(openai_integration.TARGETS) - 1
+    finally:
+        ststrace.uninstrument()
+    assert not isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper)
+    assert caplog.records == []
+
+
+def test_a_moved_module_is_found_in_its_other_place(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A target naming two modules (an SDK that moved one) patches the first that has it."""
+    moved = (("openai.resources.no_such_module", "openai.resources.chat.completions.completions"), "Completions.create")
+    rest = [t for t in openai_integration.TARGETS if t[1] != "Completions.create"]
+    monkeypatch.setattr(openai_integration, "TARGETS", [moved, *rest])
+    try:
+        ststrace.instrument("openai")
+        assert isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper)
+    finally:
+        ststrace.uninstrument()
+    assert not isinstance(Completions.__dict__["create"], wrapt.FunctionWrapper)
+    monkeypatch.setattr(openai_integration, "TARGETS", [(("openai.nowhere", "openai.nowhere2"), "X.create"), *rest])
+    with pytest.raises(InstrumentationError, match=r"openai\.nowhere\.X\.create not found.*openai\.nowhere2\.X\.create"):
+        ststrace.instrument("openai")
+    assert patched_now() == []
+
+
 def test_missing_library_by_name_raises_and_without_names_is_skipped(tmp_path: Path) -> None:
     """A library that cannot be imported (blocked here with ``sys.modules[name] = None``)."""
     proc = run_python(

@@ -159,11 +159,15 @@ def targets(name: str) -> dict[str, Any]:
     """``"module:Owner.attr" -> the object there now`` for every method *name* patches."""
     spec = importlib.import_module(INTEGRATIONS[_canonical(name)])
     out: dict[str, Any] = {}
-    for module_name, path, *_ in spec.TARGETS:
-        owner: Any = importlib.import_module(module_name)
-        *parents, attr = path.split(".")
-        for part in parents:
-            owner = getattr(owner, part)
+    optional = getattr(spec, "OPTIONAL", frozenset())
+    for modules, path, *_ in spec.TARGETS:
+        try:
+            found = _instrument._resolve(modules, path)
+        except ststrace.InstrumentationError:
+            assert path in optional, f"{name}: required target {path} is missing"
+            continue
+        owner, attr = found.owner, found.attr
+        module_name = getattr(owner, "__module__", modules)
         # A method the class only inherits is patched on the class and deleted
         # again on undo: "not its own attribute" is the state to restore.
         own = owner.__dict__.get(attr, "<inherited>") if isinstance(owner, type) else getattr(owner, attr)

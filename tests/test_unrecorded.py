@@ -162,3 +162,86 @@ def test_instrument_is_not_imported_by_the_check() -> None:
     """The check reads what ``_instrument`` reported; it never imports it."""
     assert "_instrument" not in open(_unrecorded.__file__).read().replace("ststrace._instrument", "")
     assert ststrace.Session is not None
+
+
+def test_mistralai_3_installed_is_not_blamed_for_an_empty_session(tmp_path: Path) -> None:
+    """``instrument()`` imports the ``mistralai`` namespace package looking for
+    ``mistralai.client``: that alone is no client in use, so an empty session
+    where mistralai 3 is installed says nothing of it (a fresh interpreter:
+    nothing imported it before)."""
+    pytest.importorskip("mistralai.client")
+    from test_instrument import run_python
+
+    proc = run_python(
+        """
+        import logging, sys
+        logging.basicConfig(level=logging.WARNING, format="%(name)s %(message)s")
+        import ststrace
+        ststrace.instrument()
+        print("IMPORTED", sys.modules.get("mistralai") is not None)
+        with ststrace.Session():
+            pass
+        from mistralai.client import Mistral
+        print("PATCHED", "mistralai" in ststrace._instrument.instrumented())
+        """,
+        tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["IMPORTED", "True", "PATCHED", "True"]
+    assert "mistralai" not in proc.stderr, proc.stderr
+
+
+def test_ollama_generate_is_named_when_nothing_is_recorded(
+    fake_api: FakeAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture, only: Any
+) -> None:
+    """ollama ``generate`` (sync, async, module-level) is not recorded by the
+    SDK-level integration: an empty session names it."""
+    ollama = pytest.importorskip("ollama")
+    import asyncio
+
+    only("ollama")
+    client = ollama.Client(host=fake_api.ollama_base_url)
+    calls = [
+        lambda: client.generate(model=MODEL, prompt="hi"),
+        lambda: asyncio.run(ollama.AsyncClient(host=fake_api.ollama_base_url).generate(model=MODEL, prompt="hi")),
+    ]
+    expected = ["ollama._client.Client.generate", "ollama._client.AsyncClient.generate"]
+    with instrumented("ollama"):
+        for call, method in zip(calls, expected):
+            caplog.clear()
+            with caplog.at_level(logging.WARNING, logger="ststrace"):
+                with Session(new_trace(tmp_path)) as s:
+                    try:
+                        call()
+                    except ollama.ResponseError:
+                        pass  # a server without /api/generate: the call was still made
+            assert warnings_of(caplog) == [
+                f"ststrace: session {s.id} recorded no messages; ollama was called through {method}, "
+                "which ststrace does not record (wrap that call with @llm)"
+            ]
+
+
+def test_cohere_v1_chat_is_named_when_nothing_is_recorded(
+    fake_api: FakeAPI, tmp_path: Path, caplog: pytest.LogCaptureFixture, only: Any
+) -> None:
+    """cohere's v1 ``Client.chat`` is not recorded by the SDK-level integration
+    (it records the v2 API): an empty session names it; v2 is not affected."""
+    cohere = pytest.importorskip("cohere")
+    only("cohere")
+    with instrumented("cohere"):
+        # Built after instrument(): cohere binds ``self.chat`` at construction.
+        client = cohere.Client(api_key="k", base_url=fake_api.cohere_base_url)
+        with caplog.at_level(logging.WARNING, logger="ststrace"):
+            with Session(new_trace(tmp_path)) as s:
+                try:
+                    client.chat(model=MODEL, message="hi")
+                except cohere.core.ApiError:
+                    pass  # a server without /v1/chat: the call was still made
+        assert warnings_of(caplog) == [
+            f"ststrace: session {s.id} recorded no messages; cohere was called through "
+            "cohere.base_client.BaseCohere.chat, which ststrace does not record (wrap that call with @llm)"
+        ]
+        v2 = cohere.ClientV2(api_key="k", base_url=fake_api.cohere_base_url)
+        with Session(new_trace(tmp_path)) as s2:
+            v2.chat(model=MODEL, messages=[{"role": "user", "content": "hi"}])
+        assert len(ststrace.read(s2.path).messages) == 2

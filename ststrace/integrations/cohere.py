@@ -12,4 +12,11 @@ TARGETS = [
     ("cohere.v2.client", "V2Client.chat_stream"),
     ("cohere.v2.client", "AsyncV2Client.chat"),
     ("cohere.v2.client", "AsyncV2Client.chat_stream"),
+    # The v1 API (``cohere.Client.chat``): not recorded here; an empty
+    # session's warning names it.
+    ("cohere.base_client", "BaseCohere.chat", "unrecorded"),
+    ("cohere.base_client", "BaseCohere.chat_stream", "unrecorded"),
+    ("cohere.base_client", "AsyncBaseCohere.chat", "unrecorded"),
+    ("cohere.base_client", "AsyncBaseCohere.chat_stream", "unrecorded"),
 ]
+OPTIONAL = frozenset({"BaseCohere.chat", "BaseCohere.chat_stream", "AsyncBaseCohere.chat", "AsyncBaseCohere.chat_stream"})

@@ -6,7 +6,7 @@ the unpatched function; call ``litellm.completion`` or instrument first."""
 from __future__ import annotations
 
 LIBRARY = "litellm"
-MIN_VERSION = (1, 40)
+MIN_VERSION = (1, 53)
 
 TARGETS = [
     ("litellm", "completion"),

@@ -27,6 +27,9 @@ from .._errors import internal_error
 from .._session import Session
 
 LIBRARY = "llama_index.core"
+#: The version from the distribution: llama-index-core 0.14.0's own
+#: ``__version__`` says 0.13.6.
+DISTRIBUTION = "llama-index-core"
 MIN_VERSION = (0, 14)
 
 _MODULE = "llama_index.core.agent.workflow.react_agent"

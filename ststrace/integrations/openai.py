@@ -9,11 +9,15 @@ from __future__ import annotations
 LIBRARY = "openai"
 MIN_VERSION = (1, 40)
 
+#: ``chat/completions`` became a package in openai 1.66 (``completions.completions``);
+#: before, the module was ``chat/completions``.
+_CHAT = ("openai.resources.chat.completions.completions", "openai.resources.chat.completions")
+
 TARGETS = [
-    ("openai.resources.chat.completions.completions", "Completions.create"),
-    ("openai.resources.chat.completions.completions", "AsyncCompletions.create"),
-    ("openai.resources.chat.completions.completions", "Completions.parse"),
-    ("openai.resources.chat.completions.completions", "AsyncCompletions.parse"),
+    (_CHAT, "Completions.create"),
+    (_CHAT, "AsyncCompletions.create"),
+    (_CHAT, "Completions.parse"),
+    (_CHAT, "AsyncCompletions.parse"),
     ("openai.resources.responses.responses", "Responses.create"),
     ("openai.resources.responses.responses", "AsyncResponses.create"),
     ("openai.resources.responses.responses", "Responses.parse"),
@@ -26,3 +30,17 @@ TARGETS = [
     ("openai._client", "OpenAI.request", "request"),
     ("openai._client", "AsyncOpenAI.request", "request"),
 ]
+
+#: Methods only some supported versions have: ``chat.completions.parse`` came
+#: in 1.92 (before, ``beta.chat.completions.parse`` posted through ``request``,
+#: which the safety net records), the Responses API in 1.66.
+OPTIONAL = frozenset(
+    {
+        "Completions.parse",
+        "AsyncCompletions.parse",
+        "Responses.create",
+        "AsyncResponses.create",
+        "Responses.parse",
+        "AsyncResponses.parse",
+    }
+)
