@@ -36,10 +36,17 @@ _SKIPPED = frozenset({"summary", "custom-title", "file-history-snapshot", "queue
 
 
 
+class Revised(Exception):
+    """A line revises a reply that :meth:`Conversion.trim` let go of: convert the file again."""
+
+
 class _Group:
     def __init__(self, builder: Builder) -> None:
         self.b = builder
         self.by_message_id: dict[str, dict[str, Any]] = {}
+        # Replies already written and dropped from b.messages (see Conversion.trim).
+        self.frozen: set[str] = set()
+        self.base = 0  # how many messages were dropped
 
 
 def convert(
@@ -176,6 +183,78 @@ class Conversion:
         return out
 
 
+    # -- kept between runs (``hooks``) ---------------------------------------
+
+    def trim(self, key: str | None) -> int:
+        """Let go of group *key*'s messages before its latest reply; returns how many.
+
+        Only a reply can change once added (a later line with its
+        ``message.id`` adds a block or a higher usage), and only the latest
+        one is kept revisable: a line for an earlier reply raises
+        :class:`Revised` from then on.
+        """
+        g = self.groups[key]
+        live = {id(m) for m in g.by_message_id.values()}
+        msgs = g.b.messages
+        cut = len(msgs)
+        for i in range(len(msgs) - 1, -1, -1):
+            if id(msgs[i]) in live:
+                cut = i
+                break
+        kept = {mid: m for mid, m in g.by_message_id.items() if any(m is x for x in msgs[cut:])}
+        g.frozen.update(mid for mid in g.by_message_id if mid not in kept)
+        g.by_message_id = kept
+        del msgs[:cut]
+        g.base += cut
+        return cut
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything feeding more lines needs, as JSON values."""
+        groups = []
+        for key, g in self.groups.items():
+            index = {id(m): i for i, m in enumerate(g.b.messages)}
+            groups.append(
+                {
+                    "key": key,
+                    "b": g.b.snapshot(),
+                    "replies": {mid: index[id(m)] for mid, m in g.by_message_id.items()},
+                    "frozen": sorted(g.frozen),
+                    "base": g.base,
+                }
+            )
+        return {
+            "session_id": self.session_id,
+            "meta": self.meta,
+            "uuids": sorted(self.uuids),
+            "summaries": self.summaries,
+            "custom_title": self.custom_title,
+            "task_calls": self.task_calls,
+            "agent_ids": sorted(self.agent_ids),
+            "first_prompt": [[k, v] for k, v in self.first_prompt.items()],
+            "dropped": dict(self.dropped),
+            "groups": groups,
+        }
+
+    @classmethod
+    def restore(cls, path: Path, snap: Mapping[str, Any]) -> Conversion:
+        conv = cls(path, Counter(snap["dropped"]))
+        conv.session_id = snap["session_id"]
+        conv.meta = dict(snap["meta"])
+        conv.uuids = set(snap["uuids"])
+        conv.summaries = [(str(a), str(b)) for a, b in snap["summaries"]]
+        conv.custom_title = snap["custom_title"]
+        conv.task_calls = dict(snap["task_calls"])
+        conv.agent_ids = set(snap["agent_ids"])
+        conv.first_prompt = {k: v for k, v in snap["first_prompt"]}
+        for gs in snap["groups"]:
+            g = _Group(Builder.restore(HARNESS, gs["b"]))
+            g.by_message_id = {mid: g.b.messages[i] for mid, i in gs["replies"].items()}
+            g.frozen = set(gs["frozen"])
+            g.base = int(gs["base"])
+            conv.groups[gs["key"]] = g
+        return conv
+
+
 #: What Claude Code writes as a user turn around a slash command (``/clear``,
 #: ``/init``): the command itself, its arguments, its output, the caveat before it.
 _COMMAND_TAGS = (
@@ -273,6 +352,8 @@ def _assistant(g: _Group, msg: Mapping[str, Any], ts: int | None) -> None:
         model = None
     mid = str_or_none(msg.get("id"))
     target = g.by_message_id.get(mid) if mid else None
+    if target is None and mid in g.frozen:
+        raise Revised(mid)
     if target is None:
         target = b.assistant("", model=model, timestamp=ts)
         if mid:

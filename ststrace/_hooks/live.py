@@ -1,0 +1,304 @@
+"""Keep a Claude Code session's STS files up to date reading only what the transcript gained.
+
+The worker used to convert the whole transcript on every event (minutes for
+a 100 MB one). Here the converter's state (:class:`Conversion`, as JSON) is
+kept beside the session's state, with the transcript offset it has read up
+to: an event feeds it the lines added since, and only the messages that
+changed are written: appended, or the file cut back to the first line that
+differs (the latest reply, which a later line of the same ``message.id`` may
+still extend) and written on from there. What comes out is what
+``ststrace convert`` writes for the same transcript, because it is the same
+converter fed the same lines; whenever that cannot be shown cheaply (no
+state or a state we cannot read, a transcript that shrank or was rewritten,
+a line that revises a reply already let go of, a last line without its
+newline, a header whose id changed) the whole transcript is converted again.
+
+Subagent files (``<session>/subagents/agent-*.jsonl``) are small: each is
+converted whole, only when it or the main session's ``Task`` calls changed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .._convert import ConvertError, output_name, replace_file, sts_bytes
+from .._convert.claude_code import Conversion, Revised
+from .._convert.claude_code import convert as convert_claude
+from .._encode import dumps
+from .._guard import MessageGuard, make_guard
+
+VERSION = 1
+_PROBE = 4096  # bytes hashed at the head of the transcript and before the offset
+
+
+class _Full(Exception):
+    """The saved state cannot continue: convert the whole transcript."""
+
+
+def update(transcript: Path, extra: list[Path], out: Path, memo: Path) -> list[str]:
+    """Bring the STS files of *transcript* (and of its subagent files *extra*) up to date; returns their names.
+
+    *memo* is where the converter's state is kept between calls.
+    """
+    guard = make_guard(True)
+    assert guard is not None
+    try:
+        memo_state = _load(memo, transcript)
+        names, state = _incremental(transcript, out, guard, memo_state)
+    except _Full:
+        memo_state = None
+        names, state = _full(transcript, out, guard)
+    names += _subagents(state, extra, out, guard, memo_state)
+    if state.get("offset") is None:
+        _unlink(memo)  # a last line without its newline was read: next time, from scratch
+    else:
+        _save(memo, state)
+    return names
+
+
+# -- the main transcript --------------------------------------------------------------
+
+
+def _load(memo: Path, transcript: Path) -> dict[str, Any]:
+    try:
+        state = orjson.loads(memo.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        raise _Full from None
+    if not isinstance(state, dict) or state.get("v") != VERSION or state.get("transcript") != str(transcript):
+        raise _Full
+    return state
+
+
+def _identity(f: Any, offset: int) -> dict[str, Any]:
+    """What tells the transcript read so far from another file (or a rewrite of it)."""
+    st = os.fstat(f.fileno())
+    f.seek(0)
+    head = f.read(min(offset, _PROBE))
+    f.seek(max(0, offset - _PROBE))
+    before = f.read(offset - max(0, offset - _PROBE))
+    return {
+        "file": [st.st_dev, st.st_ino],
+        "offset": offset,
+        "head": hashlib.sha256(head).hexdigest(),
+        "before": hashlib.sha256(before).hexdigest(),
+    }
+
+
+def _incremental(
+    transcript: Path, out: Path, guard: MessageGuard, state: dict[str, Any]
+) -> tuple[list[str], dict[str, Any]]:
+    offset = int(state["offset"])
+    with open(transcript, "rb") as f:
+        if os.fstat(f.fileno()).st_size < offset or _identity(f, offset) != state["identity"]:
+            raise _Full  # shrank, replaced or rewritten (compaction)
+        f.seek(offset)
+        added = f.read()
+    try:
+        conv = Conversion.restore(transcript, state["conv"])
+        end = _feed(conv, added)
+    except (Revised, KeyError, TypeError, ValueError, IndexError):
+        raise _Full from None
+    files = dict(state["files"])
+    names = _write(conv, out, guard, files)
+    return names, _state(transcript, conv, files, None if end is None else offset + end, state)
+
+
+def _full(transcript: Path, out: Path, guard: MessageGuard) -> tuple[list[str], dict[str, Any]]:
+    conv = Conversion(transcript, Counter())
+    with open(transcript, "rb") as f:
+        end = _feed(conv, f.read())
+    files: dict[str, Any] = {}
+    names = _write(conv, out, guard, files, fresh=True)
+    if not names:
+        raise ConvertError(f"no messages found in {transcript} as claude-code")
+    return names, _state(transcript, conv, files, end, None)
+
+
+def _feed(conv: Conversion, data: bytes) -> int | None:
+    """Feed *data*'s lines; returns how many bytes were consumed (whole lines), None if the last line had no newline yet was read.
+
+    ``convert`` reads a last line without its newline when it parses, and
+    skips it otherwise; so do we, but such a line may still grow.
+    """
+    end = data.rfind(b"\n") + 1
+    for raw in data[:end].splitlines():
+        _line(conv, raw)
+    rest = data[end:]
+    if rest.strip():
+        try:
+            obj = orjson.loads(rest)
+        except orjson.JSONDecodeError:
+            return end
+        if isinstance(obj, dict):
+            conv.feed(obj)
+        return None
+    return end
+
+
+def _line(conv: Conversion, raw: bytes) -> None:
+    if not raw.strip():
+        return
+    try:
+        obj = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        conv.dropped["invalid_line"] += 1
+        return
+    if isinstance(obj, dict):
+        conv.feed(obj)
+
+
+def _state(
+    transcript: Path, conv: Conversion, files: dict[str, Any], end: int | None, old: dict[str, Any] | None
+) -> dict[str, Any]:
+    state: dict[str, Any] = {"v": VERSION, "transcript": str(transcript), "offset": end, "files": files}
+    if end is not None:
+        with open(transcript, "rb") as f:
+            state["identity"] = _identity(f, end)
+        state["conv"] = conv.snapshot()
+    state["subagents"] = (old or {}).get("subagents") or {}
+    state["task_calls"] = conv.task_calls
+    return state
+
+
+# -- writing ------------------------------------------------------------------------
+
+
+def _message_line(guard: MessageGuard, msg: dict[str, Any]) -> bytes:
+    return b'{"type":"message","message":' + dumps(guard.message(msg)) + b"}\n"
+
+
+def _write(conv: Conversion, out: Path, guard: MessageGuard, files: dict[str, Any], *, fresh: bool = False) -> list[str]:
+    """Write each group's new and changed lines; *files* (group -> where its kept messages start) is updated."""
+    names = []
+    for b, key in zip(conv.builders(), list(conv.groups)):
+        g = conv.groups[key]
+        if not b.messages and not g.base:
+            continue  # convert leaves out a trace with no message
+        trace = b.build().trace
+        header = dumps(guard.header(trace.header)) + b"\n"
+        name = output_name(trace)
+        lines = [_message_line(guard, m) for m in trace.messages]
+        slot = str(key) if key is not None else ""
+        known = None if fresh else files.get(slot)
+        target = out / name
+        if known is None:
+            if g.base:
+                raise _Full  # messages let go of, for a file we never wrote
+            start = len(header)
+            replace_file(target, header + b"".join(lines))
+        else:
+            if known["name"] != name:
+                raise _Full  # the session id changed: another file
+            start = _update_file(target, header, int(known["start"]), lines)
+        # The messages before the latest reply are final now: let go of them.
+        cut = conv.trim(key)
+        files[slot] = {"name": name, "start": start + sum(len(x) for x in lines[:cut])}
+        names.append(name)
+    return names
+
+
+def _update_file(target: Path, header: bytes, start: int, lines: list[bytes]) -> int:
+    """Make *target* hold *lines* from byte *start* on, under *header*; returns where they start now."""
+    try:
+        fd = os.open(target, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        raise _Full from None
+    try:
+        size = os.fstat(fd).st_size
+        first = os.pread(fd, min(size, 1 << 16), 0)
+        cut = first.find(b"\n") + 1
+        if size < start or cut == 0 or cut > start:
+            raise _Full
+        old_header = first[:cut]
+        if old_header != header:
+            # A new title, metadata or parent link: the header is the first line, so rewrite the file.
+            body = os.pread(fd, start - cut, cut)
+            replace_file(target, header + body + b"".join(lines))
+            return len(header) + len(body)
+        if os.pread(fd, 1, start - 1) != b"\n":
+            raise _Full
+        old = os.pread(fd, size - start, start)
+        at, same = start, 0
+        for line in lines:
+            if old[at - start : at - start + len(line)] != line:
+                break
+            at += len(line)
+            same += 1
+        if at - start != len(old):
+            # The latest reply changed (or a killed worker left a torn line): cut back to what still holds.
+            os.ftruncate(fd, at)
+        rest = b"".join(lines[same:])
+        if rest:
+            os.pwrite(fd, rest, at)
+        if rest or at - start != len(old):
+            os.fsync(fd)
+        return start
+    finally:
+        os.close(fd)
+
+
+# -- subagent files -------------------------------------------------------------------
+
+
+def _subagents(state: dict[str, Any], extra: list[Path], out: Path, guard: MessageGuard, old: dict[str, Any] | None) -> list[str]:
+    task_calls: dict[str, str] = state["task_calls"]
+    main = Path(state["transcript"])
+    seen: dict[str, Any] = {}
+    names: list[str] = []
+    before = state.get("subagents") or {}
+    for src in extra:
+        try:
+            st = src.stat()
+        except OSError:
+            continue
+        mine = src.parent.name == "subagents" and src.parent.parent.with_name(src.parent.parent.name + ".jsonl") == main
+        calls = task_calls if mine else None
+        mark = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, sorted(task_calls.items()) if mine else None]
+        prev = before.get(str(src)) if old is not None else None
+        if prev is not None and prev["mark"] == orjson.loads(orjson.dumps(mark)) and all((out / n).is_file() for n in prev["names"]):
+            seen[str(src)] = prev
+            names += prev["names"]
+            continue
+        got = []
+        for c in convert_claude(src, dropped=Counter(), main_task_calls=calls):
+            trace = c.trace
+            trace.header = guard.header(trace.header)
+            trace.messages = [guard.message(m) for m in trace.messages]
+            name = output_name(trace)
+            data = sts_bytes(trace)
+            target = out / name
+            try:
+                same = target.read_bytes() == data
+            except OSError:
+                same = False
+            if not same:
+                replace_file(target, data)
+            got.append(name)
+        seen[str(src)] = {"mark": mark, "names": got}
+        names += got
+    state["subagents"] = seen
+    return names
+
+
+# -- the state file -------------------------------------------------------------------
+
+
+def _save(memo: Path, state: dict[str, Any]) -> None:
+    tmp = memo.with_name(f".{memo.name}.{os.getpid()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(orjson.dumps(state))
+    os.replace(tmp, memo)
+
+
+def _unlink(path: Path) -> None:
+    try:
+        path.unlink()
+    except OSError:
+        pass
+
