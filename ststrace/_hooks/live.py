@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from .._convert import ConvertError, output_name, replace_file, sts_bytes
+from .._convert import output_name, replace_file, sts_bytes
 from .._convert.claude_code import Conversion, Revised
 from .._convert.claude_code import convert as convert_claude
 from .._encode import dumps
@@ -114,9 +114,8 @@ def _full(transcript: Path, out: Path, guard: MessageGuard) -> tuple[list[str], 
     with open(transcript, "rb") as f:
         end = _feed(conv, f.read())
     files: dict[str, Any] = {}
+    # No message yet (the first lines are bookkeeping): no file, as convert writes none.
     names = _write(conv, out, guard, files, fresh=True)
-    if not names:
-        raise ConvertError(f"no messages found in {transcript} as claude-code")
     return names, _state(transcript, conv, files, end, None)
 
 
