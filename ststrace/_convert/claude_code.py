@@ -185,8 +185,8 @@ class Conversion:
 
     # -- kept between runs (``hooks``) ---------------------------------------
 
-    def trim(self, key: str | None) -> int:
-        """Let go of group *key*'s messages before its latest reply; returns how many.
+    def trim(self, key: str | None) -> int | None:
+        """Let go of group *key*'s messages but its latest reply; returns that reply's index (None: no reply).
 
         Only a reply can change once added (a later line with its
         ``message.id`` adds a block or a higher usage), and only the latest
@@ -196,17 +196,13 @@ class Conversion:
         g = self.groups[key]
         live = {id(m) for m in g.by_message_id.values()}
         msgs = g.b.messages
-        cut = len(msgs)
-        for i in range(len(msgs) - 1, -1, -1):
-            if id(msgs[i]) in live:
-                cut = i
-                break
-        kept = {mid: m for mid, m in g.by_message_id.items() if any(m is x for x in msgs[cut:])}
+        at = next((i for i in range(len(msgs) - 1, -1, -1) if id(msgs[i]) in live), None)
+        kept = {mid: m for mid, m in g.by_message_id.items() if at is not None and m is msgs[at]}
         g.frozen.update(mid for mid in g.by_message_id if mid not in kept)
         g.by_message_id = kept
-        del msgs[:cut]
-        g.base += cut
-        return cut
+        g.base += len(msgs) - (at is not None)
+        g.b.messages = [msgs[at]] if at is not None else []
+        return at
 
     def snapshot(self) -> dict[str, Any]:
         """Everything feeding more lines needs, as JSON values."""

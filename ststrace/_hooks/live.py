@@ -104,8 +104,11 @@ def _incremental(
         end = _feed(conv, added)
     except (Revised, KeyError, TypeError, ValueError, IndexError):
         raise _Full from None
-    files = dict(state["files"])
-    names = _write(conv, out, guard, files)
+    try:
+        files = dict(state["files"])
+        names = _write(conv, out, guard, files)
+    except (Revised, KeyError, TypeError, ValueError, IndexError):
+        raise _Full from None
     return names, _state(transcript, conv, files, None if end is None else offset + end, state)
 
 
@@ -173,7 +176,13 @@ def _message_line(guard: MessageGuard, msg: dict[str, Any]) -> bytes:
 
 
 def _write(conv: Conversion, out: Path, guard: MessageGuard, files: dict[str, Any], *, fresh: bool = False) -> list[str]:
-    """Write each group's new and changed lines; *files* (group -> where its kept messages start) is updated."""
+    """Write each group's new and changed lines; *files* (group -> its file and where its latest reply is) is updated.
+
+    A group's file is ``header | final lines | latest reply | lines after it``;
+    the state holds the reply only (what a later line may change), with its
+    offset and the hash of its line, so a file that is not what the state
+    says (a worker killed mid-write) is caught and converted again.
+    """
     names = []
     for b, key in zip(conv.builders(), list(conv.groups)):
         g = conv.groups[key]
@@ -189,55 +198,77 @@ def _write(conv: Conversion, out: Path, guard: MessageGuard, files: dict[str, An
         if known is None:
             if g.base:
                 raise _Full  # messages let go of, for a file we never wrote
-            start = len(header)
             replace_file(target, header + b"".join(lines))
+            start, gap = len(header), 0
         else:
             if known["name"] != name:
                 raise _Full  # the session id changed: another file
-            start = _update_file(target, header, int(known["start"]), lines)
-        # The messages before the latest reply are final now: let go of them.
-        cut = conv.trim(key)
-        files[slot] = {"name": name, "start": start + sum(len(x) for x in lines[:cut])}
+            start, gap = _update_file(target, header, known, lines)
+        at = conv.trim(key)
+        # Where the latest reply's line starts now (past the *gap* of older
+        # lines that follow the first one), and what it holds.
+        reply = start + sum(len(x) for x in lines[:at]) + (gap if at else 0) if at is not None else None
+        end = start + sum(len(x) for x in lines) + gap
+        files[slot] = {
+            "name": name,
+            "reply": reply,
+            "sha": hashlib.sha256(lines[at]).hexdigest() if at is not None else None,
+            "len": len(lines[at]) if at is not None else None,
+            "end": end,
+        }
         names.append(name)
     return names
 
 
-def _update_file(target: Path, header: bytes, start: int, lines: list[bytes]) -> int:
-    """Make *target* hold *lines* from byte *start* on, under *header*; returns where they start now."""
+def _update_file(target: Path, header: bytes, known: dict[str, Any], lines: list[bytes]) -> tuple[int, int]:
+    """Write *lines* (the kept reply, if any, then the new messages) into *target*.
+
+    Returns where the first line starts, and how many bytes of older lines
+    (those after the kept reply) lie between it and the next one."""
     try:
         fd = os.open(target, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
     except OSError:
         raise _Full from None
     try:
         size = os.fstat(fd).st_size
+        end = int(known["end"])
+        reply = known["reply"]
         first = os.pread(fd, min(size, 1 << 16), 0)
         cut = first.find(b"\n") + 1
-        if size < start or cut == 0 or cut > start:
+        # Past "end" lies only what a killed worker wrote after its state: done again now.
+        if size < end or cut == 0 or cut > end or os.pread(fd, 1, end - 1) != b"\n":
             raise _Full
-        old_header = first[:cut]
-        if old_header != header:
+        if reply is None:
+            start, old_reply, after_at = end, b"", end
+        else:
+            start = int(reply)
+            old_reply = os.pread(fd, int(known["len"]), start)
+            if not old_reply.endswith(b"\n") or hashlib.sha256(old_reply).hexdigest() != known["sha"]:
+                raise _Full
+            after_at = start + len(old_reply)
+        new_reply = lines[0] if reply is not None else b""
+        rest = b"".join(lines[1:] if reply is not None else lines)
+        if first[:cut] != header:
             # A new title, metadata or parent link: the header is the first line, so rewrite the file.
             body = os.pread(fd, start - cut, cut)
-            replace_file(target, header + body + b"".join(lines))
-            return len(header) + len(body)
-        if os.pread(fd, 1, start - 1) != b"\n":
-            raise _Full
-        old = os.pread(fd, size - start, start)
-        at, same = start, 0
-        for line in lines:
-            if old[at - start : at - start + len(line)] != line:
-                break
-            at += len(line)
-            same += 1
-        if at - start != len(old):
-            # The latest reply changed (or a killed worker left a torn line): cut back to what still holds.
-            os.ftruncate(fd, at)
-        rest = b"".join(lines[same:])
-        if rest:
-            os.pwrite(fd, rest, at)
-        if rest or at - start != len(old):
+            after = os.pread(fd, end - after_at, after_at)
+            replace_file(target, header + body + new_reply + after + rest)
+            return len(header) + len(body), len(after)
+        if new_reply == old_reply:
+            # The common case: the new lines go after the old ones.
+            if size > end:
+                os.ftruncate(fd, end)
+            if rest:
+                os.pwrite(fd, rest, end)
+        else:
+            # The latest reply grew (a block, a higher usage): it and what follows it move.
+            after = os.pread(fd, end - after_at, after_at)
+            data = new_reply + after + rest
+            os.pwrite(fd, data, start)
+            os.ftruncate(fd, start + len(data))
+        if rest or size != end or new_reply != old_reply:
             os.fsync(fd)
-        return start
+        return (start, end - after_at) if reply is not None else (end, 0)
     finally:
         os.close(fd)
 
