@@ -429,11 +429,13 @@ class Builder:
 
     def snapshot(self) -> dict[str, Any]:
         """What continuing needs, as JSON values (the messages held, not the header)."""
+        # A call already answered can take no other result: left out, its
+        # next result is dropped as an orphan instead of a duplicate (both dropped).
         return {
             "messages": self.messages,
-            "used": sorted(self._used_ids),
-            "map": self._id_map,
-            "answered": sorted(self._answered),
+            "used": list(self._used_ids),
+            "map": {k: v for k, v in self._id_map.items() if v not in self._answered},
+            "answered": [],
             "auto": self._auto,
             "dropped": dict(self.dropped),
         }

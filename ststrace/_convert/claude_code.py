@@ -81,7 +81,11 @@ class Conversion:
         self.session_id: str | None = None
         self.meta: dict[str, Any] = {}
         self.uuids: set[str] = set()
-        self.summaries: list[tuple[str, str]] = []  # (leafUuid, summary)
+        # The title a summary gives: the last summary whose leafUuid is a line
+        # of this file, wherever that line is. The latest such summary so far,
+        # and the later ones whose leaf has not been seen (yet).
+        self.summary: str | None = None
+        self.pending: list[tuple[str, str]] = []  # (leafUuid, summary)
         self.custom_title: str | None = None
         self.task_calls: dict[str, str] = {}
         self.agent_ids: set[str] = set()
@@ -109,11 +113,19 @@ class Conversion:
         uuid = obj.get("uuid")
         if isinstance(uuid, str):
             self.uuids.add(uuid)
+            if self.pending and any(leaf == uuid for leaf, _ in self.pending):
+                last = max(i for i, (leaf, _) in enumerate(self.pending) if leaf == uuid)
+                self.summary = self.pending[last][1]
+                del self.pending[: last + 1]
         if isinstance(agent := obj.get("agentId"), str):
             self.agent_ids.add(agent)
         _task_call(obj, self.task_calls)
         if kind == "summary" and isinstance(obj.get("summary"), str) and obj["summary"].strip():
-            self.summaries.append((str(obj.get("leafUuid") or ""), obj["summary"]))
+            leaf = str(obj.get("leafUuid") or "")
+            if leaf in self.uuids:
+                self.summary, self.pending = obj["summary"], []
+            else:
+                self.pending.append((leaf, obj["summary"]))
         elif kind == "custom-title" and isinstance(obj.get("customTitle"), str) and obj["customTitle"].strip():
             self.custom_title = obj["customTitle"]
         if kind in ("user", "assistant"):
@@ -153,8 +165,7 @@ class Conversion:
         """The groups' builders, their headers set from everything fed so far."""
         sid = self.session_id or self.path.stem
         # Only a summary of a conversation in this file names it.
-        own = [text for leaf, text in self.summaries if leaf in self.uuids]
-        title = self.custom_title or (own[-1] if own else None)
+        title = self.custom_title or self.summary
         task_calls = dict(self.task_calls)
         if self.file_agent is not None:
             # <session>/subagents/agent-<id>.jsonl: the main file tells which call spawned it.
@@ -214,18 +225,19 @@ class Conversion:
                     "key": key,
                     "b": g.b.snapshot(),
                     "replies": {mid: index[id(m)] for mid, m in g.by_message_id.items()},
-                    "frozen": sorted(g.frozen),
+                    "frozen": list(g.frozen),
                     "base": g.base,
                 }
             )
         return {
             "session_id": self.session_id,
             "meta": self.meta,
-            "uuids": sorted(self.uuids),
-            "summaries": self.summaries,
+            "uuids": list(self.uuids),
+            "summary": self.summary,
+            "pending": self.pending,
             "custom_title": self.custom_title,
             "task_calls": self.task_calls,
-            "agent_ids": sorted(self.agent_ids),
+            "agent_ids": list(self.agent_ids),
             "first_prompt": [[k, v] for k, v in self.first_prompt.items()],
             "dropped": dict(self.dropped),
             "groups": groups,
@@ -237,7 +249,8 @@ class Conversion:
         conv.session_id = snap["session_id"]
         conv.meta = dict(snap["meta"])
         conv.uuids = set(snap["uuids"])
-        conv.summaries = [(str(a), str(b)) for a, b in snap["summaries"]]
+        conv.summary = snap["summary"]
+        conv.pending = [(str(a), str(b)) for a, b in snap["pending"]]
         conv.custom_title = snap["custom_title"]
         conv.task_calls = dict(snap["task_calls"])
         conv.agent_ids = set(snap["agent_ids"])

@@ -97,13 +97,12 @@ def _incremental(
     with open(transcript, "rb") as f:
         if os.fstat(f.fileno()).st_size < offset or _identity(f, offset) != state["identity"]:
             raise _Full  # shrank, replaced or rewritten (compaction)
-        f.seek(offset)
-        added = f.read()
-    try:
-        conv = Conversion.restore(transcript, state["conv"])
-        end = _feed(conv, added)
-    except (Revised, KeyError, TypeError, ValueError, IndexError):
-        raise _Full from None
+        try:
+            conv = Conversion.restore(transcript, state["conv"])
+            f.seek(offset)
+            end = _feed(conv, f)
+        except (Revised, KeyError, TypeError, ValueError, IndexError):
+            raise _Full from None
     try:
         files = dict(state["files"])
         names = _write(conv, out, guard, files)
@@ -115,32 +114,35 @@ def _incremental(
 def _full(transcript: Path, out: Path, guard: MessageGuard) -> tuple[list[str], dict[str, Any]]:
     conv = Conversion(transcript, Counter())
     with open(transcript, "rb") as f:
-        end = _feed(conv, f.read())
+        end = _feed(conv, f)
     files: dict[str, Any] = {}
     # No message yet (the first lines are bookkeeping): no file, as convert writes none.
     names = _write(conv, out, guard, files, fresh=True)
     return names, _state(transcript, conv, files, end, None)
 
 
-def _feed(conv: Conversion, data: bytes) -> int | None:
-    """Feed *data*'s lines; returns how many bytes were consumed (whole lines), None if the last line had no newline yet was read.
+def _feed(conv: Conversion, f: Any) -> int | None:
+    """Feed the lines of *f* from where it stands, split as ``convert`` splits them.
 
-    ``convert`` reads a last line without its newline when it parses, and
-    skips it otherwise; so do we, but such a line may still grow.
+    Returns how many bytes of whole lines were consumed, or None when a last
+    line without its newline was fed: ``convert`` reads such a line when it
+    parses (and skips it otherwise), but the agent may still be writing it.
     """
-    end = data.rfind(b"\n") + 1
-    for raw in data[:end].splitlines():
+    used = 0
+    for raw in f:
+        if not raw.endswith(b"\n"):
+            if not raw.strip():
+                break
+            try:
+                obj = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                break
+            if isinstance(obj, dict):
+                conv.feed(obj)
+            return None
         _line(conv, raw)
-    rest = data[end:]
-    if rest.strip():
-        try:
-            obj = orjson.loads(rest)
-        except orjson.JSONDecodeError:
-            return end
-        if isinstance(obj, dict):
-            conv.feed(obj)
-        return None
-    return end
+        used += len(raw)
+    return used
 
 
 def _line(conv: Conversion, raw: bytes) -> None:
