@@ -20,7 +20,7 @@ sessions to a file), else the first user prompt, shortened. A slash command's wr
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -85,7 +85,9 @@ class Conversion:
         # of this file, wherever that line is. The latest such summary so far,
         # and the later ones whose leaf has not been seen (yet).
         self.summary: str | None = None
-        self.pending: list[tuple[str, str]] = []  # (leafUuid, summary)
+        self.pending: deque[tuple[int, str, str]] = deque()  # (number, leafUuid, summary), in order
+        self._last: dict[str, int] = {}  # leafUuid -> number of its last pending summary
+        self._n = 0
         self.custom_title: str | None = None
         self.task_calls: dict[str, str] = {}
         self.agent_ids: set[str] = set()
@@ -113,19 +115,18 @@ class Conversion:
         uuid = obj.get("uuid")
         if isinstance(uuid, str):
             self.uuids.add(uuid)
-            if self.pending and any(leaf == uuid for leaf, _ in self.pending):
-                last = max(i for i, (leaf, _) in enumerate(self.pending) if leaf == uuid)
-                self.summary = self.pending[last][1]
-                del self.pending[: last + 1]
+            last = self._last.get(uuid)
+            if last is not None:
+                # Those before it are outdone by it: let go of them.
+                while self.pending and self.pending[0][0] <= last:
+                    n, leaf, self.summary = self.pending.popleft()
+                    if self._last.get(leaf) == n:
+                        del self._last[leaf]
         if isinstance(agent := obj.get("agentId"), str):
             self.agent_ids.add(agent)
         _task_call(obj, self.task_calls)
         if kind == "summary" and isinstance(obj.get("summary"), str) and obj["summary"].strip():
-            leaf = str(obj.get("leafUuid") or "")
-            if leaf in self.uuids:
-                self.summary, self.pending = obj["summary"], []
-            else:
-                self.pending.append((leaf, obj["summary"]))
+            self._summary(str(obj.get("leafUuid") or ""), obj["summary"])
         elif kind == "custom-title" and isinstance(obj.get("customTitle"), str) and obj["customTitle"].strip():
             self.custom_title = obj["customTitle"]
         if kind in ("user", "assistant"):
@@ -160,6 +161,16 @@ class Conversion:
             self.dropped["agent_progress" if sub == "agent_progress" else "progress"] += 1
         else:
             self.dropped[f"line:{kind}" if kind is not None else "line:untyped"] += 1
+
+    def _summary(self, leaf: str, text: str) -> None:
+        if leaf in self.uuids:
+            self.summary = text
+            self.pending.clear()
+            self._last.clear()
+        else:
+            self._n += 1
+            self.pending.append((self._n, leaf, text))
+            self._last[leaf] = self._n
 
     def builders(self, main_task_calls: Mapping[str, str] | None = None) -> list[Builder]:
         """The groups' builders, their headers set from everything fed so far."""
@@ -234,7 +245,7 @@ class Conversion:
             "meta": self.meta,
             "uuids": list(self.uuids),
             "summary": self.summary,
-            "pending": self.pending,
+            "pending": [[leaf, text] for _, leaf, text in self.pending],
             "custom_title": self.custom_title,
             "task_calls": self.task_calls,
             "agent_ids": list(self.agent_ids),
@@ -250,7 +261,8 @@ class Conversion:
         conv.meta = dict(snap["meta"])
         conv.uuids = set(snap["uuids"])
         conv.summary = snap["summary"]
-        conv.pending = [(str(a), str(b)) for a, b in snap["pending"]]
+        for leaf, text in snap["pending"]:
+            conv._summary(str(leaf), str(text))
         conv.custom_title = snap["custom_title"]
         conv.task_calls = dict(snap["task_calls"])
         conv.agent_ids = set(snap["agent_ids"])
