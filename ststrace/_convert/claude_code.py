@@ -183,8 +183,8 @@ class Conversion:
             if main_task_calls is None:
                 main = self.path.parent.parent.with_name(self.path.parent.parent.name + ".jsonl")
                 main_task_calls = _task_calls_in(main, self.agent_ids | {self.file_agent})
-            for key, value in main_task_calls.items():
-                task_calls.setdefault(key, value)
+            for agent, call in main_task_calls.items():
+                task_calls.setdefault(agent, call)
         out = []
         for key, g in self.groups.items():
             b = g.b
