@@ -261,3 +261,20 @@ def test_an_event_reads_what_the_transcript_gained_not_the_whole_of_it(tmp_path:
     assert _written(session.out) == _expected(transcript) and len(fulls) == 1
     # The lines added, the state kept (a few hundred KB here), the tail of the STS file: not the transcript.
     assert max(per_event) < size // 10, (per_event, size)
+
+
+def test_an_ended_session_drops_its_state_and_a_resumed_one_is_still_convert(tmp_path: Path, fulls: list[Path]) -> None:
+    objs = _synthetic()
+    transcript = tmp_path / "sess-synth.jsonl"
+    session = _Session(tmp_path, transcript)
+    memo = session.out / hook.STATE_DIR / "claude-code-s.conv"
+    transcript.write_bytes(_jsonl(objs[:15]))
+    session.event()
+    assert memo.is_file()
+    session.event("SessionEnd")
+    assert not memo.exists() and _written(session.out) == _expected(transcript)
+    with open(transcript, "ab") as f:  # claude --resume: the same file goes on
+        f.write(_jsonl(objs[15:]))
+    session.event("UserPromptSubmit")
+    assert memo.is_file() and _written(session.out) == _expected(transcript)
+    assert len(fulls) == 2

@@ -113,6 +113,10 @@ def _step(opts: hook.Options, key: str, st: dict[str, Any], done: dict[str, Any]
         try:
             memo = Path(state, key + ".conv")
             result["files"] = convert_session(opts.agent, st, out, layout, memo)
+            if st.get("closed"):
+                # An ended session's converter state (MBs for a long one) is dropped:
+                # if it is resumed, its next event converts the transcript whole once.
+                memo.unlink(missing_ok=True)
         except Exception as exc:
             hook.log(state, f"worker {key}: cannot convert {st.get('transcript')}: {type(exc).__name__}: {exc}")
             result["error"] = f"{type(exc).__name__}: {exc}"
