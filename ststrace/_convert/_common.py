@@ -425,6 +425,31 @@ class Builder:
         self._used_ids.add(candidate)
         return candidate
 
+    # -- kept between runs (``hooks``) ---------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """What continuing needs, as JSON values (the messages held, not the header)."""
+        # A call already answered can take no other result: left out, its
+        # next result is dropped as an orphan instead of a duplicate (both dropped).
+        return {
+            "messages": self.messages,
+            "used": list(self._used_ids),
+            "map": {k: v for k, v in self._id_map.items() if v not in self._answered},
+            "answered": [],
+            "auto": self._auto,
+            "dropped": dict(self.dropped),
+        }
+
+    @classmethod
+    def restore(cls, harness: str, snap: Mapping[str, Any]) -> Builder:
+        b = cls(harness, "", Counter(snap["dropped"]))
+        b.messages = list(snap["messages"])
+        b._used_ids = set(snap["used"])
+        b._id_map = dict(snap["map"])
+        b._answered = set(snap["answered"])
+        b._auto = int(snap["auto"])
+        return b
+
     # -- result -------------------------------------------------------------
 
     def build(self) -> Converted:

@@ -11,7 +11,8 @@ The conversion runs in ``worker.py``, detached, so the agent never waits on it.
 The state directory (``<out>/.ststrace-hooks``) holds, per session
 (``<agent>-<session id>``): ``KEY.json`` (the transcript, cwd, agent pid,
 last event, offset, and ``gen``, bumped on every event), ``KEY.done`` (the
-``gen`` the STS file is up to date with, written by the worker), ``KEY.lock``
+``gen`` the STS file is up to date with, written by the worker), ``KEY.conv``
+(the worker's converter state, Claude Code), ``KEY.lock``
 (held by the worker while it converts), and ``open/KEY`` while the session
 has not ended.
 """

@@ -1,11 +1,12 @@
 """Bring a hooked session's STS file up to date with its transcript (run detached by ``hook.py``).
 
 The file is what ``ststrace convert`` writes for the transcript (the same
-converter, redaction and bytes), replaced atomically, so a reader or a
-killed worker never leaves half a file. The whole transcript is converted
-each time: that is what keeps the result equal to ``convert``'s (one message
-per reply id, results paired, sub-agents linked), at the price of reading it
-again; events that come while a conversion runs are folded into the next one.
+converter, redaction and bytes). A Claude Code session is kept up to date
+from the lines its transcript gained since the last event (``live``, with
+the converter's state in ``KEY.conv``); other agents' transcripts, and
+``--as pi``, are converted whole each time and the file replaced
+atomically. Events that come while a conversion runs are folded into the
+next one.
 A session that has ended is then uploaded once, if the hook was installed with
 ``--sync-to``.
 """
@@ -41,14 +42,24 @@ def _sources(agent: str, st: dict[str, Any]) -> list[Path]:
 _FORMAT = {"claude-code": "claude-code", "gemini": "gemini", "codex": "codex"}
 
 
-def convert_session(agent: str, st: dict[str, Any], out: Path, layout: str) -> list[str]:
-    """Write the session's STS files (main and sub-agents) into *out*; returns their names."""
+def convert_session(agent: str, st: dict[str, Any], out: Path, layout: str, memo: Path | None = None) -> list[str]:
+    """Write the session's STS files (main and sub-agents) into *out*; returns their names.
+
+    With *memo* (where the converter's state is kept between events), a
+    Claude Code session written as STS is brought up to date reading only
+    what its transcript gained since (see ``live``).
+    """
+    sources = _sources(agent, st)
+    if memo is not None and agent == "claude-code" and layout == "sts" and sources[0].is_file():
+        from . import live
+
+        return live.update(sources[0], sources[1:], out, memo)
     from .._convert import convert_file, output_name, replace_file, sts_bytes
     from .._convert.to_pi import pi_bytes
 
     names: list[str] = []
     render = pi_bytes if layout == "pi" else sts_bytes
-    for src in _sources(agent, st):
+    for src in sources:
         if not src.is_file():
             continue
         for trace in convert_file(src, _FORMAT[agent]).traces:
@@ -100,7 +111,12 @@ def _step(opts: hook.Options, key: str, st: dict[str, Any], done: dict[str, Any]
     result: dict[str, Any] = {"gen": st.get("gen"), "at": time.time(), "files": done.get("files") or []}
     if st.get("transcript"):
         try:
-            result["files"] = convert_session(opts.agent, st, out, layout)
+            memo = Path(state, key + ".conv")
+            result["files"] = convert_session(opts.agent, st, out, layout, memo)
+            if st.get("closed"):
+                # An ended session's converter state (MBs for a long one) is dropped:
+                # if it is resumed, its next event converts the transcript whole once.
+                memo.unlink(missing_ok=True)
         except Exception as exc:
             hook.log(state, f"worker {key}: cannot convert {st.get('transcript')}: {type(exc).__name__}: {exc}")
             result["error"] = f"{type(exc).__name__}: {exc}"
