@@ -867,9 +867,14 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
         try:
             from . import _adapters
 
-            inputs = _adapters.input_messages(args, kwargs)
-            if inputs:
-                session._record_inputs(inputs, _stateful_thread(kwargs))
+            stateful = _stateful_thread(kwargs)
+            given = None if stateful is not None else _adapters.inputs.history(args, kwargs)
+            if given is not None:
+                _record_history(session, given, args, kwargs)
+            else:
+                inputs = _adapters.input_messages(args, kwargs)
+                if inputs:
+                    session._record_inputs(inputs, stateful)
         except Exception as exc:
             # The reply can still be recorded without its inputs.
             internal_error(exc, "@llm inputs")
@@ -887,6 +892,17 @@ def _begin_llm(session: Session, model: str | None, capture_input: bool, args: A
     except Exception as exc:
         internal_error(exc, "@llm")
         return None
+
+
+def _record_history(session: Session, given: tuple[Any, Any], args: Any, kwargs: Any) -> None:
+    """The inputs of a call given the conversation as a list of messages:
+    an agent loop resends it whole, grown by a few, on every call, and only
+    what it grew by is converted (see ``_dedup.appended``)."""
+    from ._adapters import inputs
+
+    lead, raw = given
+    convert = inputs.convert_items if kwargs.get("messages") is raw else inputs.convert_positional
+    session._record_history(lead, raw, convert, lambda: inputs.collect_history(args, kwargs, raw))
 
 
 def _offer(session: Session, offered: Any) -> None:

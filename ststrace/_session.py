@@ -13,7 +13,7 @@ import weakref
 from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 from orjson import dumps as _orjson_dumps
@@ -135,6 +135,8 @@ class Session:
         # Recent conversations seen by @llm inputs (several agents may share a session).
         self._conversations: deque[list[int]] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
         self._stateful_turns: deque[tuple[str, tuple[int, ...]]] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
+        # The same conversations item by item, so one that only grew is not read again.
+        self._histories: deque[_dedup.Known] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
         self._last_system: int | None = None  # the last system message recorded from inputs
         # Messages recorded with s.user()/s.system() since the last model call,
         # so the conversation passed to that call does not record them again.
@@ -820,6 +822,33 @@ class Session:
         for msg in to_emit:
             if timestamp is not None:
                 msg["timestamp"] = timestamp
+            self._emit(msg)
+
+    def _record_history(
+        self,
+        lead: list[dict[str, Any]],
+        raw: Sequence[Any],
+        convert: _dedup.Convert,
+        whole: Callable[[], tuple[list[dict[str, Any]] | None, bool]],
+    ) -> None:
+        """:meth:`_record_inputs` for a conversation given as a list of
+        messages *raw* after the system messages *lead*: when it only grew
+        since the last call, only its new items are converted (*convert*);
+        else *whole* converts all of it (and says whether that is *lead* then
+        *raw* item by item, to be remembered for the next call)."""
+        with self._state_lock:
+            to_emit = _dedup.appended(self, lead, raw, convert)
+        if to_emit is None:
+            messages, exact = whole()
+            if not messages:
+                return
+            fps = [_dedup.fingerprint(m) for m in messages]
+            self._record_inputs(messages, fingerprints=fps)
+            if exact:
+                with self._state_lock:
+                    _dedup.remember(self, lead, raw, fps, convert)
+            return
+        for msg in to_emit:
             self._emit(msg)
 
     def __repr__(self) -> str:
