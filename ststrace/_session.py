@@ -510,7 +510,8 @@ class Session:
 
     def _write(self, msg: dict[str, Any]) -> None:
         """Encode and buffer *msg*, which has been through the guard already.
-        Every record passes here."""
+        Every record passes here, but for the lines s.user() and @tool encode
+        in one step while the file is open and no tools wait to be written."""
         writer = self._writer
         if writer is None:
             if self.disabled:
@@ -779,16 +780,31 @@ class Session:
         with self._state_lock:
             return _pairing.answer(self._pending, tool_call_id)
 
-    def _tool_call_then_result(self, name: str, arguments: str, call_id: str | None = None) -> str:
+    def _tool_call_then_result(
+        self, name: str, arguments: str, call_id: str | None = None, name_json: bytes | None = None
+    ) -> str:
         """Record an assistant message with one tool call nobody asked for; return its id.
 
         *call_id* keeps an id the caller already has (one bound with
-        ``tool_call_id`` for a model call this session never saw)."""
+        ``tool_call_id`` for a model call this session never saw); *name_json*
+        is *name* encoded, when the caller keeps it (``@tool`` does)."""
         call_id = call_id or new_tool_call_id()
         # The guard's message() inlined for the one field that can need it.
         guard = self._guard
         if guard is not None and len(arguments) >= guard._short and guard.screen(arguments):
             arguments = guard.arguments(arguments)
+        append = self._append
+        if append is not None:
+            # The line encoded in one step (see _records.single_call_line), as
+            # s.user() does; with no file yet, tools waiting to ride on the next
+            # record, or a string orjson refuses, the dict path below.
+            try:
+                line = _records.single_call_line(call_id, name_json or _orjson_dumps(name), arguments)
+            except Exception:
+                pass
+            else:
+                append(line)
+                return call_id
         self._write(_records.single_call(call_id, name, arguments))
         return call_id
 
@@ -797,6 +813,15 @@ class Session:
         guard = self._guard
         if guard is not None and len(content) >= guard._short and guard.screen(content):
             content = guard.text(content)
+        append = self._append
+        if append is not None:
+            try:  # see _tool_call_then_result
+                line = _records.tool_result_line(call_id, content)
+            except Exception:
+                pass
+            else:
+                append(line)
+                return
         self._write(_records.tool_result(call_id, content))
 
     def _record_inputs(

@@ -32,19 +32,28 @@ _leave_tool_scope = current_tool_call.reset
 
 
 class _ToolSpec:
-    __slots__ = ("name", "binder", "capture_args", "capture_result", "schema")
+    __slots__ = ("name", "name_json", "binder", "capture_args", "capture_result", "schema")
 
     def __init__(
         self, func: Any, name: str | None, capture_args: bool, capture_result: bool, schema: Any = None
     ) -> None:
         target = getattr(func, "__func__", func)
         self.name = name or getattr(target, "__name__", None) or "tool"
+        #: The name as JSON, for the call's line (see _records.single_call_line).
+        self.name_json = _orjson_name(self.name)
         self.binder = _Binder(func)
         self.capture_args = capture_args
         self.capture_result = capture_result
         #: The tool's definition, built once here: a call only looks the spec
         #: up in the session's set of tools recorded (see _begin_tool).
         self.schema = _tool_schema(func, self.name, schema)
+
+
+def _orjson_name(name: str) -> bytes | None:
+    try:
+        return orjson.dumps(name)
+    except Exception:  # a name orjson refuses: the dict path, per call
+        return None
 
 
 def _tool_schema(func: Any, name: str, given: Any) -> dict[str, Any] | None:
@@ -153,7 +162,7 @@ def _begin_tool(
             return _start_tool(spec, session, instance, args, kwargs, None)
         # The common case, inline: no bound id, no call waiting for a result.
         arguments = json_text(spec.binder.bind(instance, args, kwargs)) if spec.capture_args else "{}"
-        return session._tool_call_then_result(spec.name, arguments)
+        return session._tool_call_then_result(spec.name, arguments, None, spec.name_json)
     except Exception as exc:
         internal_error(exc, f"@tool {spec.name}")
         return None
@@ -177,7 +186,7 @@ def _start_tool(
         # A model call this session never recorded: keep the trace valid by
         # recording the call, with the caller's id, before the result.
         arguments = json_text(binder.bind(instance, args, kwargs)) if spec.capture_args else "{}"
-        return session._tool_call_then_result(spec.name, arguments, bound_id)
+        return session._tool_call_then_result(spec.name, arguments, bound_id, spec.name_json)
     # Bound even with capture_args=False: the arguments still pick the right
     # pending call, they are just not written.
     bound_args = binder.bind(instance, args, kwargs)
@@ -186,7 +195,7 @@ def _start_tool(
         if call_id is not None:
             return call_id
     arguments = json_text(bound_args) if spec.capture_args else "{}"
-    return session._tool_call_then_result(spec.name, arguments)
+    return session._tool_call_then_result(spec.name, arguments, None, spec.name_json)
 
 
 class _LazyCandidates:
