@@ -322,12 +322,14 @@ def appended(
         if messages is None:
             return None
         fps = [fingerprint(m) for m in messages]
-        known.items.extend(new_items)
-        if raw is not known.raw:
+        tail = (convert(raw[-1:]) or []) if len(raw) > n else known.tail
+        # Nothing above changed *known*: a conversion that raised left it whole.
+        if raw is known.raw:
+            known.items.extend(new_items)
+        else:
             known.raw = raw
             known.items = list(raw)
-        if len(raw) > n:
-            known.tail = convert(raw[-1:]) or []
+        known.tail = tail
         conv.extend(fps)
         return _emit_from(state, messages, fps, 0, None, None, None)
     return None
