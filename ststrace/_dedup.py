@@ -7,12 +7,18 @@ what the session has not recorded yet. Messages are compared by
 (:data:`MAX_CONVERSATIONS`, several agents may share one session) and the
 fingerprints of its own latest replies (:data:`MAX_REPLIES`), which anchor
 where a conversation kept to a sliding window continues.
+
+A conversation that only grew is recognised without reading it again
+(:class:`Known`, :func:`appended`): the call's message objects are compared
+by identity with those it held last time, so only the new ones are
+converted and fingerprinted; any doubt falls back to converting the whole
+conversation and :func:`continue_conversation`.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from . import _pairing, _records
@@ -22,11 +28,14 @@ __all__ = [
     "MAX_CONVERSATIONS",
     "MAX_REPLIES",
     "InputState",
+    "Known",
     "after_new_reply",
+    "appended",
     "continue_conversation",
     "fingerprint",
     "new_inputs",
     "new_start",
+    "remember",
 ]
 
 
@@ -45,6 +54,8 @@ class InputState(Protocol):
     _last_system: int | None
     #: Tool calls waiting for their result (see _pairing).
     _pending: OrderedDict[str, _pairing.Call]
+    #: The conversations as last given, item by item (see :func:`appended`).
+    _histories: deque[Known]
 
 
 def fingerprint(msg: Mapping[str, Any]) -> int:
@@ -146,8 +157,6 @@ def new_inputs(
     (``previous_response_id=...``): *messages* are then the new turn only, all
     new unless the very same turn was sent on the same conversation before (a
     retry). The caller holds the session's state lock."""
-    to_emit: list[dict[str, Any]] = []
-    direct: list[int] | None = None
     new_system: dict[str, Any] | None = None
     # A conversation this session has not seen (the first call of a
     # session started from an earlier one) holds assistant turns no reply
@@ -169,6 +178,21 @@ def new_inputs(
                 # they start to apply.
                 new_system = messages[0]
             state._conversations[slot] = fps
+    return _emit_from(state, messages, fps, start, history, stateful, new_system)
+
+
+def _emit_from(
+    state: InputState,
+    messages: list[dict[str, Any]],
+    fps: list[int],
+    start: int,
+    history: set[int] | None,
+    stateful: str | None,
+    new_system: dict[str, Any] | None,
+) -> list[dict[str, Any]]:
+    """The records for ``messages[start:]`` (see :func:`new_inputs`)."""
+    to_emit: list[dict[str, Any]] = []
+    direct: list[int] | None = None
     for m, fp in zip(messages[start:], fps[start:]):
         role = m.get("role")
         if role == "tool":
@@ -210,3 +234,118 @@ def new_inputs(
         to_emit.insert(at, _records.message("system", new_system.get("content")))
     state._direct.clear()
     return to_emit
+
+
+#: The fast path of :func:`appended`; the tests turn it off to compare both paths.
+INCREMENTAL = True
+
+Convert = Callable[[Sequence[Any]], list[dict[str, Any]] | None]
+
+
+class Known:
+    """A conversation as the session last saw it given, item by item.
+
+    *items* are the caller's message objects (a copy of the list, never the
+    caller's list itself), *conv* the fingerprints recorded for them, the very
+    list :attr:`InputState._conversations` holds (extended in place), *lead*
+    the system messages given beside the list (``system=``), *tail* what the
+    last item converted to, compared again on the next call.
+    """
+
+    __slots__ = ("raw", "items", "conv", "lead", "tail")
+
+    def __init__(
+        self, raw: Sequence[Any], lead: list[dict[str, Any]], conv: list[int], tail: list[dict[str, Any]]
+    ) -> None:
+        self.raw = raw
+        self.items = list(raw)
+        self.lead = lead
+        self.conv = conv
+        self.tail = tail
+
+
+def _still_holds(known: Known, raw: Sequence[Any], convert: Convert) -> bool:
+    """Whether *raw* starts with the items *known* holds, unchanged.
+
+    The same list object grown (``messages.append``) is checked in constant
+    time: its first and its last known item are the same objects, and that last
+    one still converts to what it did (an edit in place of the latest message
+    is seen). A replaced or edited message before that, in the same list, is
+    not seen: today's full comparison records nothing for it either (it aligns
+    the conversations on their tail). A new list object is compared item by
+    item at C speed (identity first, then ``==``).
+    """
+    items = known.items
+    n = len(items)
+    if n == 0 or len(raw) < n:
+        return False
+    if raw is known.raw:
+        if raw[n - 1] is not items[n - 1] or raw[0] is not items[0]:
+            return False
+    else:
+        try:
+            if raw[n - 1] is not items[n - 1] and raw[n - 1] != items[n - 1]:
+                return False
+            prefix = raw[:n]
+            if (prefix if type(prefix) is list else list(prefix)) != items:
+                return False
+        except Exception:  # an item whose == raises (numpy arrays): not the same
+            return False
+    return convert(raw[n - 1 : n]) == known.tail
+
+
+def appended(
+    state: InputState, lead: list[dict[str, Any]], raw: Sequence[Any], convert: Convert
+) -> list[dict[str, Any]] | None:
+    """The records for a conversation that only grew since the session last
+    saw it (what :func:`new_inputs` would give for it, converting and
+    fingerprinting only the new items), or ``None`` when that is not sure:
+    then the caller converts it whole and calls :func:`new_inputs`.
+    The caller holds the session's state lock."""
+    if not INCREMENTAL:
+        return None
+    convs = state._conversations
+    for known in state._histories:
+        if known.lead != lead or not any(c is known.conv for c in convs):
+            continue
+        if not _still_holds(known, raw, convert):
+            continue
+        conv = known.conv
+        # continue_conversation would pick another conversation at least as
+        # long that starts the same way: rare (agents sharing a history),
+        # left to the full comparison.
+        if any(c is not conv and len(c) >= len(conv) and c[:1] == conv[:1] for c in convs):
+            return None
+        n = len(known.items)
+        new_items = raw[n:]
+        messages = convert(new_items)
+        if messages is None:
+            return None
+        fps = [fingerprint(m) for m in messages]
+        tail = (convert(raw[-1:]) or []) if len(raw) > n else known.tail
+        # Nothing above changed *known*: a conversion that raised left it whole.
+        if raw is known.raw:
+            known.items.extend(new_items)
+        else:
+            known.raw = raw
+            known.items = list(raw)
+        known.tail = tail
+        conv.extend(fps)
+        return _emit_from(state, messages, fps, 0, None, None, None)
+    return None
+
+
+def remember(
+    state: InputState, lead: list[dict[str, Any]], raw: Sequence[Any], fps: list[int], convert: Convert
+) -> None:
+    """After :func:`new_inputs` recorded the conversation *raw* (fingerprints
+    *fps*): remember it for :func:`appended`."""
+    convs = state._conversations
+    if not raw or not any(c is fps for c in convs):
+        return
+    keep = [k for k in state._histories if k.raw is not raw and k.conv is not fps and any(c is k.conv for c in convs)]
+    state._histories.clear()
+    state._histories.extend(keep)
+    tail = convert(raw[-1:])
+    if tail is not None:
+        state._histories.append(Known(raw, lead, fps, tail))

@@ -13,7 +13,7 @@ import weakref
 from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import orjson
 from orjson import dumps as _orjson_dumps
@@ -140,6 +140,8 @@ class Session:
         # Recent conversations seen by @llm inputs (several agents may share a session).
         self._conversations: deque[list[int]] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
         self._stateful_turns: deque[tuple[str, tuple[int, ...]]] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
+        # The same conversations item by item, so one that only grew is not read again.
+        self._histories: deque[_dedup.Known] = deque(maxlen=_dedup.MAX_CONVERSATIONS)
         self._last_system: int | None = None  # the last system message recorded from inputs
         # Messages recorded with s.user()/s.system() since the last model call,
         # so the conversation passed to that call does not record them again.
@@ -522,7 +524,8 @@ class Session:
 
     def _write(self, msg: dict[str, Any]) -> None:
         """Encode and buffer *msg*, which has been through the guard already.
-        Every record passes here."""
+        Every record passes here, but for the lines s.user() and @tool encode
+        in one step while the file is open and no tools wait to be written."""
         writer = self._writer
         if writer is None:
             if self.disabled:
@@ -828,16 +831,31 @@ class Session:
         with self._state_lock:
             return _pairing.answer(self._pending, tool_call_id)
 
-    def _tool_call_then_result(self, name: str, arguments: str, call_id: str | None = None) -> str:
+    def _tool_call_then_result(
+        self, name: str, arguments: str, call_id: str | None = None, name_json: bytes | None = None
+    ) -> str:
         """Record an assistant message with one tool call nobody asked for; return its id.
 
         *call_id* keeps an id the caller already has (one bound with
-        ``tool_call_id`` for a model call this session never saw)."""
+        ``tool_call_id`` for a model call this session never saw); *name_json*
+        is *name* encoded, when the caller keeps it (``@tool`` does)."""
         call_id = call_id or new_tool_call_id()
         # The guard's message() inlined for the one field that can need it.
         guard = self._guard
         if guard is not None and len(arguments) >= guard._short and guard.screen(arguments):
             arguments = guard.arguments(arguments)
+        append = self._append
+        if append is not None:
+            # The line encoded in one step (see _records.single_call_line), as
+            # s.user() does; with no file yet, tools waiting to ride on the next
+            # record, or a string orjson refuses, the dict path below.
+            try:
+                line = _records.single_call_line(call_id, name_json or _orjson_dumps(name), arguments)
+            except Exception:
+                pass
+            else:
+                append(line)
+                return call_id
         self._write(_records.single_call(call_id, name, arguments))
         return call_id
 
@@ -846,6 +864,15 @@ class Session:
         guard = self._guard
         if guard is not None and len(content) >= guard._short and guard.screen(content):
             content = guard.text(content)
+        append = self._append
+        if append is not None:
+            try:  # see _tool_call_then_result
+                line = _records.tool_result_line(call_id, content)
+            except Exception:
+                pass
+            else:
+                append(line)
+                return
         self._write(_records.tool_result(call_id, content))
 
     def _record_inputs(
@@ -871,6 +898,33 @@ class Session:
         for msg in to_emit:
             if timestamp is not None:
                 msg["timestamp"] = timestamp
+            self._emit(msg)
+
+    def _record_history(
+        self,
+        lead: list[dict[str, Any]],
+        raw: Sequence[Any],
+        convert: _dedup.Convert,
+        whole: Callable[[], tuple[list[dict[str, Any]] | None, bool]],
+    ) -> None:
+        """:meth:`_record_inputs` for a conversation given as a list of
+        messages *raw* after the system messages *lead*: when it only grew
+        since the last call, only its new items are converted (*convert*);
+        else *whole* converts all of it (and says whether that is *lead* then
+        *raw* item by item, to be remembered for the next call)."""
+        with self._state_lock:
+            to_emit = _dedup.appended(self, lead, raw, convert)
+        if to_emit is None:
+            messages, exact = whole()
+            if not messages:
+                return
+            fps = [_dedup.fingerprint(m) for m in messages]
+            self._record_inputs(messages, fingerprints=fps)
+            if exact:
+                with self._state_lock:
+                    _dedup.remember(self, lead, raw, fps, convert)
+            return
+        for msg in to_emit:
             self._emit(msg)
 
     def __repr__(self) -> str:

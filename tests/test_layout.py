@@ -24,8 +24,10 @@ higher one):
    ``_links`` (sub-agent header links), ``_pairing`` (tool calls waiting for
    results), ``_dedup`` (the conversation across turns)
 6. session: ``_session`` (lifecycle and the recording methods)
-7. call: ``_decorators`` (``@tool``, ``@llm``), ``_subagents`` (``new_child``
-   builds a ``Session``)
+7. call: ``_decorators`` (re-exports the next five), ``_wrapping`` (the wrapt
+   proxy, function kinds, argument binding), ``_generators`` (generator
+   tracing), ``_tool_calls`` (``@tool``), ``_llm_calls`` (``@llm``),
+   ``_executor``, ``_subagents`` (``new_child`` builds a ``Session``)
 8. instrumentation: ``_instrument`` and ``integrations.*``
 """
 
@@ -46,7 +48,7 @@ STAGES: list[tuple[str, set[str]]] = [
     ("sanitize", {"_guard", "_text"}),
     ("records", {"_records", "_tools", "_links", "_pairing", "_dedup"}),
     ("session", {"_session"}),
-    ("call", {"_decorators", "_subagents"}),
+    ("call", {"_decorators", "_wrapping", "_generators", "_tool_calls", "_llm_calls", "_executor", "_subagents"}),
     ("instrumentation", {"_instrument", "integrations"}),
 ]
 

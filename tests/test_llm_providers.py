@@ -598,7 +598,7 @@ def test_failing_input_recording_still_records_the_reply(
 ) -> None:
     from ststrace._session import Session as SessionClass
 
-    def broken(self: Any, msg: Any, stateful: Any = None) -> None:
+    def broken(self: Any, msg: Any, stateful: Any = None, **kwargs: Any) -> None:
         raise RuntimeError("broken inputs")
 
     @llm

@@ -10,7 +10,7 @@ from typing import Any, AsyncIterator, Iterator
 
 import pytest
 
-from ststrace import Session, tool
+from ststrace import Session, _records, tool
 from ststrace._session import Session as _SessionClass
 from test_decorators_helpers import assert_paired, tool_results, valid_messages
 
@@ -261,9 +261,14 @@ def test_failing_emit_on_the_result_keeps_user_exception(
             raise RuntimeError("emit is broken")
         real_emit(self, msg)
 
+    def refused(*args: Any) -> bytes:
+        raise ValueError("not encodable in one step")
+
     path = tmp_path / "t.jsonl"
     with Session(path):
         monkeypatch.setattr(_SessionClass, "_write", emit_then_break)
+        # The one-step line of the result refused: it takes the dict path, _write.
+        monkeypatch.setattr(_records, "tool_result_line", refused)
         with pytest.raises(Boom, match="mine"):
             failing("mine")
         monkeypatch.undo()

@@ -152,6 +152,52 @@ def _positional_messages(args: tuple[Any, ...]) -> Any:
     return None
 
 
+def history(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> tuple[list[Message], Any] | None:
+    """``(system messages given beside it, the message sequence)`` when the
+    call's conversation is a list of messages that :func:`convert_items`
+    converts item by item (OpenAI Chat, Anthropic, LiteLLM, HF: what
+    :func:`collect` reads from ``messages``); ``None`` for other shapes
+    (Responses ``input``, Gemini ``contents``), which are converted whole.
+
+    A list passed positionally is taken when its first and last items look
+    like messages (:func:`collect` checks every item: the items between were
+    checked by an earlier call, when they were new)."""
+    if kwargs.get("contents") is not None or kwargs.get("input") is not None:
+        return None
+    messages = kwargs.get("messages")
+    if messages is None:
+        for arg in args:
+            if _is_sequence(arg) and arg and _looks_like_message(arg[0]) and _looks_like_message(arg[-1]):
+                messages = arg
+                break
+    if not _is_sequence(messages) or not messages:
+        return None
+    lead: list[Message] = []
+    for key in ("system", "instructions"):
+        lead.extend(_system(kwargs.get(key)))
+    return lead, messages
+
+
+def convert_items(items: Any) -> list[Message]:
+    """The messages of *items*, each item converted on its own (see :func:`history`)."""
+    return _messages(items)
+
+
+def convert_positional(items: Any) -> list[Message] | None:
+    """:func:`convert_items` for a list passed positionally: ``None`` if an
+    item does not look like a message (:func:`collect` would not take the list)."""
+    if not all(_looks_like_message(item) for item in items):
+        return None
+    return _messages(items)
+
+
+def collect_history(args: tuple[Any, ...], kwargs: Mapping[str, Any], raw: Any) -> tuple[list[Message] | None, bool]:
+    """:func:`collect`, and whether its messages are those of *raw* (found by
+    :func:`history`) after the system messages, converted item by item."""
+    messages = collect(args, kwargs)
+    return messages, kwargs.get("messages") is raw or _positional_messages(args) is raw
+
+
 def collect(args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> list[Message] | None:
     """Like :func:`input_messages`, but lets internal errors propagate."""
     contents = kwargs.get("contents")
