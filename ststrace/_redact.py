@@ -485,6 +485,9 @@ _TITLES: dict[str, str] = {
     "curl_credential": "credentials on a `curl` command line (`-u user:password`, `-H 'X-API-Key: ...'`)",
     "aws_session_token": "AWS session tokens (`IQoJb3JpZ2luX2Vj`)",
     "openshift_token": "OpenShift user tokens (`sha256~`)",
+    "discord_webhook": "Discord webhook URLs (`discord.com/api/webhooks/...`, `discordapp.com`)",
+    "jdbc_password": "the password of a JDBC URL (`jdbc:...?password=`, `;password=`)",
+    "connection_string_password": "the password of an ADO.NET connection string (`Server=...;Password=...`)",
 }
 
 #: Token shapes not detected, with why: the README's list of uncovered shapes
@@ -501,9 +504,6 @@ UNCOVERED: tuple[tuple[str, str], ...] = (
     ("Square", "`EAAA`"),
     ("Terraform Cloud", "`<14>.atlasv1.<67>`"),
     ("Harness", "`pat.<22>.<24>.<20>`"),
-    ("Discord", "webhook URLs (`discord.com/api/webhooks/...`)"),
-    ("JDBC URLs", "`password=`"),
-    ("ADO.NET connection strings", "`Password=`"),
 )
 
 
@@ -708,6 +708,64 @@ _TEAMS_HOOK = _r(
 )
 
 
+# Discord webhook URLs ("discord.com/api/webhooks/<id>/<token>"): only the
+# token is the credential. Anchored on the "/" before the id: "/" is a memchr
+# and needs no scan of its own for the host name.
+_DISCORD_BEFORE = re.compile(r"discord(?:app)?\.com/api/(?:v[0-9]{1,2}/)?webhooks/[0-9]{17,20}/\Z")
+
+
+def _v_discord(text: str, start: int, end: int) -> bool:
+    return _DISCORD_BEFORE.search(text, max(0, start - 80), start) is not None and _random(text[start:end])
+
+
+_DISCORD_HOOK = _r(
+    "discord_webhook", r"/[0-9]{17,20}/(?P<secret>[A-Za-z0-9_\-]{60,80})(?![A-Za-z0-9_\-])", _v_discord, "secret"
+)
+
+# "password=" in a JDBC URL and "Password=" in an ADO.NET connection string:
+# only the value goes, as of a URL. Both are found at the "=" (a memchr) after
+# "assword", and told from a keyword argument ("password=password") by what
+# surrounds them: "jdbc:" in the same URL, or the ";"-separated pairs of a
+# connection string.
+_JDBC_GAP = re.compile(r"[\s\"'`<>]")
+_CONN_KEY = re.compile(
+    r"(?i)(?:^|;)[ \t]*(?:server|data source|host|user id|uid|user|username|database|initial catalog|address|addr)[ \t]*="
+)
+
+
+def _v_password_value(text: str, start: int, end: int) -> bool:
+    pw = text[start:end].strip()
+    return pw != "" and not pw.startswith("<") and _v_url_password(pw, 0, len(pw))
+
+
+def _v_jdbc(text: str, start: int, end: int) -> bool:
+    # "?password=", "&password=", ";password=" (SQL Server): a parameter of the URL.
+    if start < 10 or text[start - 10] not in "?&;":
+        return False
+    window = text[max(0, start - 1024) : start]
+    j = window.rfind("jdbc:")
+    return j >= 0 and _JDBC_GAP.search(window, j) is None and _v_password_value(text, start, end)
+
+
+def _v_adonet(text: str, start: int, end: int) -> bool:
+    key = start - 9  # where "Password" starts
+    if key < 0:
+        return False
+    before = text[max(0, key - 400) : key]
+    before = before[max(before.rfind(c) for c in "\n\"'\\") + 1 :]
+    after = text[end : end + 400]
+    cut = min((i for i in (after.find(c) for c in "\n\"'\\") if i >= 0), default=len(after))
+    after = after[:cut]
+    # A pair of a connection string: a ";" before it or, when it comes first, after it.
+    if not (before.rstrip(" \t").endswith(";") or (before.strip() == "" and after.startswith(";"))):
+        return False
+    return _CONN_KEY.search(before + ";" + after) is not None and _v_password_value(text, start, end)
+
+
+_JDBC_PASSWORD = _r("jdbc_password", r"=(?P<secret>[^\s&;\"'`<>\\]{1,256})", _v_jdbc, "secret")
+_ADONET_PASSWORD = _r("connection_string_password", r"=(?P<secret>[^;\r\n\"'\\]{1,256})", _v_adonet, "secret")
+
+
 @dataclass
 class _Group:
     gate: tuple[str, ...]  # the group is skipped unless one of these is in the text
@@ -816,6 +874,14 @@ _GROUPS: tuple[_Group, ...] = (
     _Group(("9",), r"9(?<=ya29)(?=\.)(?P<ya29>)", {"ya29": (3, (_GOOGLE_OAUTH,))}),
     # "@" first (a memchr); then "://" is looked for as a literal.
     _Group(("@",), r"://(?P<url>)", {"url": (0, (_URL_PASSWORD, _TEAMS_HOOK))}),
+    # "/" and "=": memchr gates for shapes whose anchors are longer words
+    # ("webhooks/", "assword="); a scan for the word itself costs 7-15x more.
+    _Group(("/",), r"/(?<=/webhooks/)(?=[0-9])(?P<discord>)", {"discord": (0, (_DISCORD_HOOK,))}),
+    _Group(
+        ("=",),
+        r"=(?:(?<=assword=)|(?<=ASSWORD=))(?P<pw>)",
+        {"pw": (0, (_JDBC_PASSWORD, _ADONET_PASSWORD))},
+    ),
 )
 
 
@@ -834,11 +900,13 @@ def _any_gate(text: str) -> bool:
         or "9" in text
         or "@" in text
         or "~" in text
+        or "/" in text
+        or "=" in text
     )
 
 
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
-assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@~")
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@~/=")
 
 def _leading_literal(rx: re.Pattern[str]) -> str | None:
     """The character every match of *rx* starts with, if its pattern says so
