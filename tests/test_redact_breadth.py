@@ -130,7 +130,7 @@ BREADTH: list[tuple[str, str, str]] = [
     ("connection_string_password", "S3cr" + body(12),
      'Server=tcp:db.example.com,1433;Initial Catalog=app;User ID=sa;Password={};Encrypt=True;'),
     ("connection_string_password", body(16), '{{"ConnectionStrings": {{"Default": "Password={};Data Source=db;Database=app"}}}}'),
-    ("connection_string_password", body(16), "Host=db;Username=app;PASSWORD={}"),
+    ("connection_string_password", body(16), "Host=db;Username=app;password={}"),
 ]
 
 #: Look-alikes of the new shapes: prose, code, placeholders, kebab/snake-case words.
