@@ -790,6 +790,8 @@ class _Group:
     # common, "/" in paths, "=" in code) runs only where a word is found,
     # while screens test the gate character alone (a memchr).
     words: tuple[str, ...] = ()
+    # ... and, before the words are looked for, one of these characters (memchr).
+    near: tuple[str, ...] = ()
     anchor: re.Pattern[str] = _NOT_YET
 
     def compile(self) -> re.Pattern[str]:
@@ -900,6 +902,9 @@ _GROUPS: tuple[_Group, ...] = (
         r"=(?<=assword=)(?P<pw>)",
         {"pw": (0, (_JDBC_PASSWORD, _ADONET_PASSWORD))},
         words=("assword=",),
+        # A JDBC password follows "?", "&" or ";", a connection string's has a ";":
+        # Python code, full of "=", seldom holds any of them.
+        near=(";", "?", "&"),
     ),
 )
 
@@ -1396,6 +1401,12 @@ def _builtin_spans(text: str) -> list[Span]:
                 break
         else:
             continue
+        if group.near:
+            for c in group.near:
+                if c in text:
+                    break
+            else:
+                continue
         if group.words:
             for w in group.words:
                 if w in text:
