@@ -504,6 +504,7 @@ UNCOVERED: tuple[tuple[str, str], ...] = (
     ("Square", "`EAAA`"),
     ("Terraform Cloud", "`<14>.atlasv1.<67>`"),
     ("Harness", "`pat.<22>.<24>.<20>`"),
+    ("Discord", "webhook URLs without their `https://`"),
 )
 
 
@@ -711,7 +712,7 @@ _TEAMS_HOOK = _r(
 # Discord webhook URLs ("discord.com/api/webhooks/<id>/<token>"): only the
 # token is the credential. Anchored on the "/" before the id: "/" is a memchr
 # and needs no scan of its own for the host name.
-_DISCORD_BEFORE = re.compile(r"discord(?:app)?\.com/api/(?:v[0-9]{1,2}/)?webhooks/[0-9]{17,20}/\Z")
+_DISCORD_BEFORE = re.compile(r"://(?:www\.|ptb\.|canary\.)?discord(?:app)?\.com/api/(?:v[0-9]{1,2}/)?webhooks/[0-9]{17,20}/\Z")
 
 
 def _v_discord(text: str, start: int, end: int) -> bool:
@@ -790,8 +791,12 @@ class _Group:
     # common, "/" in paths, "=" in code) runs only where a word is found,
     # while screens test the gate character alone (a memchr).
     words: tuple[str, ...] = ()
-    # ... and, before the words are looked for, one of these characters (memchr).
-    near: tuple[str, ...] = ()
+    # What screens test for this group, when not its anchor's first character
+    # or its gate (the "=" group's gate is the ";", "?" or "&" a match needs
+    # besides: Python code, full of "=", seldom holds any of them).
+    screen: tuple[str, ...] = ()
+    # Characters a match needs besides (each a memchr), tested before the gate.
+    need: tuple[str, ...] = ()
     anchor: re.Pattern[str] = _NOT_YET
 
     def compile(self) -> re.Pattern[str]:
@@ -895,16 +900,21 @@ _GROUPS: tuple[_Group, ...] = (
     # "/" and "=": memchr gates for shapes whose anchors are longer words
     # ("webhooks/", "assword="); a screen's scan for the word itself costs
     # 7-15x more. Past the gate, find() tests the words before the anchor.
-    _Group(("/",), r"/(?<=/webhooks/)(?=[0-9])(?P<discord>)", {"discord": (0, (_DISCORD_HOOK,))}, words=("webhooks/",)),
+    # Only a URL with its scheme ("https://discord.com/..."): paths and
+    # commands, full of "/", seldom hold a ":".
     _Group(
-        ("=",),
+        ("/",), r"/(?<=/webhooks/)(?=[0-9])(?P<discord>)", {"discord": (0, (_DISCORD_HOOK,))},
+        words=("webhooks/",), need=(":",),
+    ),
+    _Group(
+        # A JDBC password follows "?", "&" or ";"; a connection string's has a ";".
+        (";", "?", "&"),
         # ("PASSWORD=" is rare in connection strings, and would cost code one more scan.)
         r"=(?<=assword=)(?P<pw>)",
         {"pw": (0, (_JDBC_PASSWORD, _ADONET_PASSWORD))},
         words=("assword=",),
-        # A JDBC password follows "?", "&" or ";", a connection string's has a ";":
-        # Python code, full of "=", seldom holds any of them.
-        near=(";", "?", "&"),
+        screen=("=",),
+        need=("=",),
     ),
 )
 
@@ -925,12 +935,14 @@ def _any_gate(text: str) -> bool:
         or "@" in text
         or "~" in text
         or "/" in text
-        or "=" in text
+        or ";" in text
+        or "?" in text
+        or "&" in text
     )
 
 
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
-assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@~/=")
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@~/;?&")
 
 def _leading_literal(rx: re.Pattern[str]) -> str | None:
     """The character every match of *rx* starts with, if its pattern says so
@@ -976,7 +988,7 @@ def _screen_gates() -> tuple[str, ...]:
     terms: list[str] = []
     for grp in _GROUPS:
         lead = _leading_char(grp.source, 0)
-        terms.extend((lead,) if lead is not None else grp.gate)
+        terms.extend(grp.screen or ((lead,) if lead is not None else grp.gate))
     return tuple(dict.fromkeys(terms))
 
 
@@ -1401,11 +1413,13 @@ def _builtin_spans(text: str) -> list[Span]:
                 break
         else:
             continue
-        if group.near:
-            for c in group.near:
-                if c in text:
+        if group.need:
+            for c in group.need:
+                if c not in text:
                     break
             else:
+                c = ""
+            if c:
                 continue
         if group.words:
             for w in group.words:

@@ -123,7 +123,7 @@ BREADTH: list[tuple[str, str, str]] = [
     # Follow-up: shapes anchored on "/" and "=" (memchr gates).
     ("discord_webhook", _b64url(68), "curl -X POST https://discord.com/api/webhooks/1234567890123456789/{} -d @msg.json"),
     ("discord_webhook", _b64url(68), '{{"url": "https://discordapp.com/api/webhooks/987654321098765432/{}"}}'),
-    ("discord_webhook", _b64url(68), "discord.com/api/v10/webhooks/123456789012345678/{}"),
+    ("discord_webhook", _b64url(68), "url=https://canary.discord.com/api/v10/webhooks/123456789012345678/{}"),
     ("jdbc_password", "S3cr" + body(12), "jdbc:mysql://db.example.com:3306/app?user=app&password={}&useSSL=true"),
     ("jdbc_password", body(16), "url = jdbc:sqlserver://db.example.com:1433;databaseName=app;user=sa;password={};encrypt=true"),
     ("jdbc_password", body(16), 'spring.datasource.url="jdbc:postgresql://db/app?password={}"'),
