@@ -795,8 +795,8 @@ class _Group:
     # or its gate (the "=" group's gate is the ";", "?" or "&" a match needs
     # besides: Python code, full of "=", seldom holds any of them).
     screen: tuple[str, ...] = ()
-    # Characters a match needs besides (each a memchr), tested before the gate.
-    need: tuple[str, ...] = ()
+    # A character a match needs besides (a memchr), tested before the gate.
+    need: str = ""
     anchor: re.Pattern[str] = _NOT_YET
 
     def compile(self) -> re.Pattern[str]:
@@ -904,7 +904,7 @@ _GROUPS: tuple[_Group, ...] = (
     # commands, full of "/", seldom hold a ":".
     _Group(
         ("/",), r"/(?<=/webhooks/)(?=[0-9])(?P<discord>)", {"discord": (0, (_DISCORD_HOOK,))},
-        words=("webhooks/",), need=(":",),
+        words=("webhooks/",), need=":",
     ),
     _Group(
         # A JDBC password follows "?", "&" or ";"; a connection string's has a ";".
@@ -914,7 +914,7 @@ _GROUPS: tuple[_Group, ...] = (
         {"pw": (0, (_JDBC_PASSWORD, _ADONET_PASSWORD))},
         words=("assword=",),
         screen=("=",),
-        need=("=",),
+        need="=",
     ),
 )
 
@@ -1408,19 +1408,13 @@ def _builtin_spans(text: str) -> list[Span]:
         return spans
     pem_ends: list[int] | None = None
     for group in _GROUPS:
+        if group.need and group.need not in text:
+            continue
         for g in group.gate:
             if g in text:
                 break
         else:
             continue
-        if group.need:
-            for c in group.need:
-                if c not in text:
-                    break
-            else:
-                c = ""
-            if c:
-                continue
         if group.words:
             for w in group.words:
                 if w in text:
