@@ -485,6 +485,9 @@ _TITLES: dict[str, str] = {
     "curl_credential": "credentials on a `curl` command line (`-u user:password`, `-H 'X-API-Key: ...'`)",
     "aws_session_token": "AWS session tokens (`IQoJb3JpZ2luX2Vj`)",
     "openshift_token": "OpenShift user tokens (`sha256~`)",
+    "discord_webhook": "Discord webhook URLs (`discord.com/api/webhooks/...`, `discordapp.com`)",
+    "jdbc_password": "the password of a JDBC URL (`jdbc:...?password=`, `;password=`)",
+    "connection_string_password": "the password of an ADO.NET connection string (`Server=...;Password=...`)",
 }
 
 #: Token shapes not detected, with why: the README's list of uncovered shapes
@@ -501,9 +504,7 @@ UNCOVERED: tuple[tuple[str, str], ...] = (
     ("Square", "`EAAA`"),
     ("Terraform Cloud", "`<14>.atlasv1.<67>`"),
     ("Harness", "`pat.<22>.<24>.<20>`"),
-    ("Discord", "webhook URLs (`discord.com/api/webhooks/...`)"),
-    ("JDBC URLs", "`password=`"),
-    ("ADO.NET connection strings", "`Password=`"),
+    ("Discord", "webhook URLs without their `https://`"),
 )
 
 
@@ -708,6 +709,75 @@ _TEAMS_HOOK = _r(
 )
 
 
+# Discord webhook URLs ("discord.com/api/webhooks/<id>/<token>"): only the
+# token is the credential. Anchored on the "/" before the id: "/" is a memchr
+# and needs no scan of its own for the host name.
+_DISCORD_BEFORE = re.compile(r"://(?:www\.|ptb\.|canary\.)?discord(?:app)?\.com/api/(?:v[0-9]{1,2}/)?webhooks/[0-9]{17,20}/\Z")
+
+
+def _v_discord(text: str, start: int, end: int) -> bool:
+    return _DISCORD_BEFORE.search(text, max(0, start - 80), start) is not None and _random(text[start:end])
+
+
+_DISCORD_HOOK = _r(
+    "discord_webhook", r"/[0-9]{17,20}/(?P<secret>[A-Za-z0-9_\-]{60,80})(?![A-Za-z0-9_\-])", _v_discord, "secret"
+)
+
+# "password=" in a JDBC URL and "Password=" in an ADO.NET connection string:
+# only the value goes, as of a URL. Both are found at the "=" (a memchr) after
+# "assword", and told from a keyword argument ("password=password") by what
+# surrounds them: "jdbc:" in the same URL, or the ";"-separated pairs of a
+# connection string.
+_JDBC_GAP = re.compile(r"[\s\"'`<>]")
+# Keys of a connection string, as the lowercased text holds them.
+# ("user" stands for "user id=", "user=", "username=".)
+_CONN_KEYS = ("user", "server=", "host=", "uid=", "database=", "source=", "catalog=")
+_CONN_WINDOW = 100
+_JDBC_WINDOW = 512
+
+
+def _v_password_value(text: str, start: int, end: int) -> bool:
+    pw = text[start:end].strip()
+    return pw != "" and not pw.startswith("<") and _v_url_password(pw, 0, len(pw))
+
+
+def _v_jdbc(text: str, start: int, end: int) -> bool:
+    # "?password=", "&password=", ";password=" (SQL Server): a parameter of the URL.
+    if start < 10 or text[start - 10] not in "?&;":
+        return False
+    j = text.rfind("jdbc:", max(0, start - _JDBC_WINDOW), start)
+    return j >= 0 and _JDBC_GAP.search(text, j, start) is None and _v_password_value(text, start, end)
+
+
+def _v_adonet(text: str, start: int, end: int) -> bool:
+    key = start - 9  # where "Password" starts
+    j = key - 1
+    while j >= 0 and text[j] in " \t":
+        j -= 1
+    # A pair of a connection string: a ";" before it or, when it comes first, after it.
+    if j >= 0 and text[j] == ";":
+        pass
+    elif not ((j < 0 or text[j] in "\n\"'\\") and text.startswith(";", end)):
+        return False
+    return _conn_keys_near(text, key, end) and _v_password_value(text, start, end)
+
+
+def _conn_keys_near(text: str, key: int, end: int) -> bool:
+    """Whether a connection string's key (``Server=``, ``Data Source=``, ...)
+    is near the password: a bounded look (one lowercasing and a few memchr-speed
+    ``in`` tests; a regex alternation here costs ten times more), so text of
+    many candidates costs linear time."""
+    window = text[max(0, key - _CONN_WINDOW) : end + _CONN_WINDOW].lower()
+    for word in _CONN_KEYS:
+        if word in window:
+            return True
+    return False
+
+
+_JDBC_PASSWORD = _r("jdbc_password", r"=(?P<secret>[^\s&;\"'`<>\\]{1,256})", _v_jdbc, "secret")
+_ADONET_PASSWORD = _r("connection_string_password", r"=(?P<secret>[^;\r\n\"'\\]{1,256})", _v_adonet, "secret")
+
+
 @dataclass
 class _Group:
     gate: tuple[str, ...]  # the group is skipped unless one of these is in the text
@@ -716,6 +786,17 @@ class _Group:
     branches: Mapping[str, tuple[int, tuple[_Rule, ...]]]
     # The prefix rows behind the anchor group "row" (see _prefix_rules).
     rows: tuple[_Row, ...] = ()
+    # When set, the group is also skipped unless one of these words is in the
+    # text: its anchor regex (about 1.5 ns a character where its gate is
+    # common, "/" in paths, "=" in code) runs only where a word is found,
+    # while screens test the gate character alone (a memchr).
+    words: tuple[str, ...] = ()
+    # What screens test for this group, when not its anchor's first character
+    # or its gate (the "=" group's gate is the ";", "?" or "&" a match needs
+    # besides: Python code, full of "=", seldom holds any of them).
+    screen: tuple[str, ...] = ()
+    # A character a match needs besides (a memchr), tested before the gate.
+    need: str = ""
     anchor: re.Pattern[str] = _NOT_YET
 
     def compile(self) -> re.Pattern[str]:
@@ -816,6 +897,25 @@ _GROUPS: tuple[_Group, ...] = (
     _Group(("9",), r"9(?<=ya29)(?=\.)(?P<ya29>)", {"ya29": (3, (_GOOGLE_OAUTH,))}),
     # "@" first (a memchr); then "://" is looked for as a literal.
     _Group(("@",), r"://(?P<url>)", {"url": (0, (_URL_PASSWORD, _TEAMS_HOOK))}),
+    # "/" and "=": memchr gates for shapes whose anchors are longer words
+    # ("webhooks/", "assword="); a screen's scan for the word itself costs
+    # 7-15x more. Past the gate, find() tests the words before the anchor.
+    # Only a URL with its scheme ("https://discord.com/..."): paths and
+    # commands, full of "/", seldom hold a ":".
+    _Group(
+        ("/",), r"/(?<=/webhooks/)(?=[0-9])(?P<discord>)", {"discord": (0, (_DISCORD_HOOK,))},
+        words=("webhooks/",), need=":",
+    ),
+    _Group(
+        # A JDBC password follows "?", "&" or ";"; a connection string's has a ";".
+        (";", "?", "&"),
+        # ("PASSWORD=" is rare in connection strings, and would cost code one more scan.)
+        r"=(?<=assword=)(?P<pw>)",
+        {"pw": (0, (_JDBC_PASSWORD, _ADONET_PASSWORD))},
+        words=("assword=",),
+        screen=("=",),
+        need="=",
+    ),
 )
 
 
@@ -834,11 +934,15 @@ def _any_gate(text: str) -> bool:
         or "9" in text
         or "@" in text
         or "~" in text
+        or "/" in text
+        or ";" in text
+        or "?" in text
+        or "&" in text
     )
 
 
 # _any_gate spells the gates out for speed; keep it in step with _GROUPS.
-assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@~")
+assert {g for grp in _GROUPS for g in grp.gate} == set("-_BJKSz9@~/;?&")
 
 def _leading_literal(rx: re.Pattern[str]) -> str | None:
     """The character every match of *rx* starts with, if its pattern says so
@@ -884,7 +988,7 @@ def _screen_gates() -> tuple[str, ...]:
     terms: list[str] = []
     for grp in _GROUPS:
         lead = _leading_char(grp.source, 0)
-        terms.extend((lead,) if lead is not None else grp.gate)
+        terms.extend(grp.screen or ((lead,) if lead is not None else grp.gate))
     return tuple(dict.fromkeys(terms))
 
 
@@ -1304,11 +1408,19 @@ def _builtin_spans(text: str) -> list[Span]:
         return spans
     pem_ends: list[int] | None = None
     for group in _GROUPS:
+        if group.need and group.need not in text:
+            continue
         for g in group.gate:
             if g in text:
                 break
         else:
             continue
+        if group.words:
+            for w in group.words:
+                if w in text:
+                    break
+            else:
+                continue
         done = 0  # candidates inside a span already found are skipped
         skip_until: dict[str, int] = {}  # per branch, after a failed candidate
         anchor = group.anchor

@@ -120,6 +120,17 @@ BREADTH: list[tuple[str, str, str]] = [
     ("google_oauth_secret", "GOCSPX-" + _b64url(28), '{{"client_secret": "{}"}}'),
     ("aws_session_token", "IQoJb3JpZ2luX2Vj" + body(300, B64) + "=", "AWS_SESSION_TOKEN={}"),
     ("openshift_token", "sha256~" + _b64url(43), "oc login --token={} --server=https://api.example.com:6443"),
+    # Follow-up: shapes anchored on "/" and "=" (memchr gates).
+    ("discord_webhook", _b64url(68), "curl -X POST https://discord.com/api/webhooks/1234567890123456789/{} -d @msg.json"),
+    ("discord_webhook", _b64url(68), '{{"url": "https://discordapp.com/api/webhooks/987654321098765432/{}"}}'),
+    ("discord_webhook", _b64url(68), "url=https://canary.discord.com/api/v10/webhooks/123456789012345678/{}"),
+    ("jdbc_password", "S3cr" + body(12), "jdbc:mysql://db.example.com:3306/app?user=app&password={}&useSSL=true"),
+    ("jdbc_password", body(16), "url = jdbc:sqlserver://db.example.com:1433;databaseName=app;user=sa;password={};encrypt=true"),
+    ("jdbc_password", body(16), 'spring.datasource.url="jdbc:postgresql://db/app?password={}"'),
+    ("connection_string_password", "S3cr" + body(12),
+     'Server=tcp:db.example.com,1433;Initial Catalog=app;User ID=sa;Password={};Encrypt=True;'),
+    ("connection_string_password", body(16), '{{"ConnectionStrings": {{"Default": "Password={};Data Source=db;Database=app"}}}}'),
+    ("connection_string_password", body(16), "Host=db;Username=app;password={}"),
 ]
 
 #: Look-alikes of the new shapes: prose, code, placeholders, kebab/snake-case words.
@@ -159,6 +170,18 @@ NEGATIVES: list[str] = [
     "IQoJb3JpZ2luX2Vj is how AWS session tokens begin",
     "sha256~ prefix and sha256~abc; image@sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08",
     "uuid 123e4567-e89b-12d3-a456-426614174000 -u -H sha 3f786850e387550fdab836ed7e6dc881de23001b",
+    # Look-alikes of the follow-up's shapes, and of the two still uncovered.
+    "https://discord.com/api/webhooks/1234567890123456789 and discord.com/api/webhooks/<id>/<token>",
+    "https://discord.com/api/webhooks/123456789012345678/xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx",
+    "https://example.com/webhooks/1234567890123456789/" + "AbCdEfGhIj" * 7,
+    "jdbc:mysql://db/app?user=app&password=&useSSL=true; jdbc:postgresql://db/app?password=${PASSWORD}",
+    "jdbc:mysql://db/app?user=app&password=<password> and jdbc:mysql://db/app?password=****",
+    "db.connect(host=host, password=password); login(user, password=os.environ['PW'])",
+    "Server=db;Database=app;User Id=sa;Password=;Encrypt=True and Server=db;Password=myPassword;",
+    "Server=db;Database=app;Password={0}; Host=db;Password=%(pw)s; Uid=sa;Password=<your password>;",
+    "the password=hunter2 rule in prose; password=S3cretValue42 without a connection string",
+    "the atlasv1 API and atlasv1.example; pat.name, pat.value and pat.x.y.z in code",
+    "a/b and/or 1/2; x == y; a=b; c != d",
 ]
 
 
@@ -194,7 +217,8 @@ def test_negative_is_untouched(redactor: Redactor, text: str) -> None:
 @pytest.mark.parametrize(
     "unit",
     ["://a:b@", "curl -u a:b ", " -H 'X-Key: ", "8Q~", "sha256~", "IQoJb3JpZ2luX2Vj", "sk-or-v1-",
-     "://x.webhook.office.com/webhookb2/"],
+     "://x.webhook.office.com/webhookb2/", "discord.com/api/webhooks/12345678901234567/", ";Password=a",
+     "jdbc:x?password=a", "/webhooks/", "password="],
 )
 def test_adversarial_text_for_the_shapes_of_issue_31_stays_linear(redactor: Redactor, unit: str) -> None:
     """1 MB of one new anchor repeated is scanned in well under a second."""
