@@ -34,35 +34,67 @@ PHX_TESTS := tests/test_otel_phoenix.py
 
 .PHONY: demo test bench typecheck clean
 
-$(STAMP): pyproject.toml
+# Environments are built with uv where it is on PATH (decided once, here): it
+# installs from its cache by hard links, so the five environments share one
+# copy of each package on disk and a warm rebuild takes seconds, not minutes.
+# Without uv, `make test` first installs it into .venv with pip (one package,
+# no dependencies, pinned: UV_PIN) and builds everything with that copy;
+# `make demo` never needs it and falls back to plain venv + pip.
+UV_PIN := uv==0.13.9
+SYS_UV := $(shell command -v uv 2>/dev/null)
+ifneq ($(SYS_UV),)
+UV     := $(SYS_UV)
+UV_DEP :=
+else
+UV     := $(abspath $(BIN))/uv
+UV_DEP := $(BIN)/uv
+endif
+# $(call venv,DIR): create DIR when it has no python; $(call pip,DIR,ARGS): install into it.
+venv = test -x $(1)/bin/python || $(UV) venv --quiet --python $(PYTHON) $(1)
+pip  = $(UV) pip install --quiet --python $(1)/bin/python $(2)
+
+$(BIN)/uv:
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check '$(UV_PIN)'
+
+$(STAMP): pyproject.toml | $(UV_DEP)
+	$(call venv,$(VENV))
+	$(call pip,$(VENV),-e '.[dev]')
 	touch $(STAMP)
 
 # The demo needs nothing but the package itself; a venv that already has the
 # test extras (make test ran first) has it too.
 $(CORE): pyproject.toml
+ifneq ($(SYS_UV),)
+	$(call venv,$(VENV))
+	test -f $(STAMP) -a $(STAMP) -nt pyproject.toml || $(call pip,$(VENV),-e .)
+else
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	test -f $(STAMP) -a $(STAMP) -nt pyproject.toml || $(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+endif
 	touch $(CORE)
 
 demo: $(CORE)
 	$(BIN)/python examples/quickstart.py
 
 # Every side environment .venv-NAME is built from the extra test-NAME.
-.venv-%/.ststrace-installed: pyproject.toml
-	test -x .venv-$*/bin/python || $(PYTHON) -m venv .venv-$*
-	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test-$*]'
+.venv-%/.ststrace-installed: pyproject.toml | $(UV_DEP)
+	$(call venv,.venv-$*)
+	$(call pip,.venv-$*,-e '.[test-$*]')
 	touch $@
 
 # -rs: the reason of every skipped test (a missing browser is also said in one line).
-# About 10-15 minutes on 2 cores; see README "Set-up" for time and disk.
+# The main suite runs on every core (pytest-xdist, -n auto, whole files per
+# worker); the tests marked `serial` (they measure time or load, or need the
+# machine to themselves) run after it in one process. See the top for time and disk.
+PYTEST := -m pytest -q -rs -p no:cacheprovider
 test: $(STAMP) $(OAI2_STAMP) $(GOOGLE_STAMP) $(SIDE_STAMP) $(PHX_STAMP)
-	$(OAI2)/bin/python -m pytest -q -rs -p no:cacheprovider $(OAI2_TESTS)
-	$(GOOGLE)/bin/python -m pytest -q -rs -p no:cacheprovider $(GOOGLE_TESTS)
-	$(SIDE)/bin/python -m pytest -q -rs -p no:cacheprovider $(SIDE_TESTS)
-	$(PHX)/bin/python -m pytest -q -rs -p no:cacheprovider $(PHX_TESTS)
-	$(BIN)/python -m pytest -q -rs
+	$(OAI2)/bin/python $(PYTEST) $(OAI2_TESTS)
+	$(GOOGLE)/bin/python $(PYTEST) $(GOOGLE_TESTS)
+	$(SIDE)/bin/python $(PYTEST) $(SIDE_TESTS)
+	$(PHX)/bin/python $(PYTEST) $(PHX_TESTS)
+	$(BIN)/python $(PYTEST) -m serial
+	$(BIN)/python $(PYTEST) -m 'not serial' -n auto --dist loadfile
 
 typecheck: $(STAMP)
 	$(BIN)/python -m mypy

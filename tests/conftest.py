@@ -71,3 +71,13 @@ def _no_external_traffic(request: pytest.FixtureRequest) -> Iterator[None]:
         refused = list(attempts)
     if "allow_refused_network" not in request.keywords:
         assert not refused, f"test tried to reach the network beyond 127.0.0.1: {refused}"
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker_inside(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make test` runs the suite on pytest-xdist workers, which export
+    PYTEST_XDIST_WORKER; a pytest run a test starts (pytester) would inherit it
+    and take itself for a worker."""
+    if "pytester" in request.fixturenames:
+        for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            monkeypatch.delenv(var, raising=False)

@@ -351,11 +351,12 @@ def test_view_open_starts_the_browser_from_BROWSER(good: Path, tmp_path: Path) -
     """--open hands the page's file:// URL to the user's browser ($BROWSER here)."""
     log = tmp_path / "opened.txt"
     fake = tmp_path / "fake-browser"
-    fake.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {log}\n')
+    # Written whole, then renamed: the test sees no file or the whole URL.
+    fake.write_text(f'#!/bin/sh\nprintf "%s" "$1" > {log}.tmp && mv {log}.tmp {log}\n')
     fake.chmod(0o755)
     res = run_cli("view", str(good), "--open", env={"BROWSER": str(fake)})
     assert res.returncode == 0, res.stderr
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120  # the browser is started in the background
     while not log.exists() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert log.read_text() == good.with_suffix(".html").resolve().as_uri()

@@ -162,9 +162,9 @@ def test_50mb_string_through_the_guard_is_fast_and_lean() -> None:
     msg = _msg(big)
     gc.collect()
     tracemalloc.start()
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: the same on a loaded machine
     out = guard.message(msg)
-    elapsed = time.perf_counter() - t0
+    elapsed = time.thread_time() - t0
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert len(out["content"]) < 1_000_100
@@ -182,10 +182,10 @@ def test_50mb_tool_result_through_a_session(tmp_path: Path) -> None:
         return big
 
     path = tmp_path / "t.jsonl"
-    t0 = time.perf_counter()
+    t0 = time.process_time()  # CPU time of all threads: the same on a loaded machine
     with Session(path):
         assert read_everything("/dev/zero") is big
-    assert time.perf_counter() - t0 < 5
+    assert time.process_time() - t0 < 5
     assert path.stat().st_size < 1_100_000
     (result,) = tool_results(valid_messages(path))
     assert result["content"].endswith("...[truncated: 49000000 chars dropped]")

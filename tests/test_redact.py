@@ -432,9 +432,9 @@ def test_escapes_in_raw_arguments_do_not_hide_secrets() -> None:
 def test_adversarial_text_stays_linear(redactor: Redactor, unit: str) -> None:
     """1 MB of one anchor repeated (the worst case for candidate checks) is scanned in well under a second."""
     text = unit * (1_000_000 // len(unit))
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: the same on a loaded machine
     redactor.find(text)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
 
 
 def test_header_objects_nested_in_containers_are_redacted(redactor: Redactor) -> None:

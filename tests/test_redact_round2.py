@@ -537,9 +537,9 @@ def test_adversarial_text_for_new_shapes_stays_linear(redactor: Redactor, unit: 
     import time
 
     text = unit * (1_000_000 // len(unit))
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: the same on a loaded machine
     redactor.find(text)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.thread_time() - t0 < 1.0
 
 
 def test_many_begin_lines_then_one_end_are_one_block(redactor: Redactor) -> None:

@@ -554,7 +554,7 @@ def test_flush_interval_writes_in_the_background(tmp_path: Path) -> None:
     """Records reach the file within about flush_interval without any flush call."""
     with Session(tmp_path, flush_interval=0.05) as s:
         s.user("timed")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         # The counter is bumped just after the write: poll for both.
         while b"timed" not in s.path.read_bytes() or s.stats()["flushes"] < 1:
             assert time.monotonic() < deadline, "the flusher never wrote the record"
@@ -565,7 +565,7 @@ def test_buffer_size_triggers_a_background_write(tmp_path: Path) -> None:
     with Session(tmp_path, flush_interval=3600, buffer_size=1000) as s:
         for i in range(20):
             s.user("y" * 100)
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while s.path.read_bytes().count(b"\n") < 10:
             assert time.monotonic() < deadline, "a full buffer was not written"
             time.sleep(0.01)
@@ -576,7 +576,7 @@ def test_buffer_size_triggers_a_background_write(tmp_path: Path) -> None:
 def test_durable_writes_each_record_without_waiting(tmp_path: Path) -> None:
     with Session(tmp_path, durable=True, flush_interval=3600) as s:
         s.user("d")
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60
         while b'"d"' not in s.path.read_bytes():
             assert time.monotonic() < deadline
             time.sleep(0.005)

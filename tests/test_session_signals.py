@@ -41,7 +41,10 @@ def test_a_thread_waiting_inside_ststrace_is_inside(tmp_path: Path) -> None:
     with Session(tmp_path, flush_interval=3600, buffer_size=1024, max_buffer=1024) as s:
         thread = _flusher.thread
         assert thread is not None and thread.ident is not None
-        time.sleep(0.05)
+        deadline = time.monotonic() + 120
+        while _flusher._ident != thread.ident:  # set first thing in its loop
+            assert time.monotonic() < deadline, "the flusher thread never started its loop"
+            time.sleep(0.001)
         assert _signals._inside_ststrace(sys._current_frames()[thread.ident]) is True
         writer = s._writer
         assert writer is not None
@@ -49,12 +52,14 @@ def test_a_thread_waiting_inside_ststrace_is_inside(tmp_path: Path) -> None:
         try:
             t = threading.Thread(target=lambda: [s.user("x" * 100) for _ in range(50)], daemon=True)
             t.start()
-            deadline = time.monotonic() + 5
-            while not writer._waiting and time.monotonic() < deadline:
+            # Until it blocks in Condition.wait: _waiting is set just before.
+            deadline = time.monotonic() + 120
+            while True:
+                frame = sys._current_frames().get(t.ident or 0)
+                if writer._waiting and frame is not None and frame.f_code.co_filename.endswith("threading.py"):
+                    break
+                assert time.monotonic() < deadline, "the recording thread never blocked on the full buffer"
                 time.sleep(0.01)
-            assert t.ident is not None and writer._waiting
-            frame = sys._current_frames()[t.ident]
-            assert frame.f_code.co_filename.endswith("threading.py")
             assert _signals._inside_ststrace(frame) is True
         finally:
             writer._io_lock.release()

@@ -63,21 +63,32 @@ def test_close_while_other_threads_record_loses_nothing_silently(tmp_path: Path)
     stop = threading.Event()
     pad = "p" * 200
 
+    # Events, not sleeps, so that it holds at any load: close() starts once a
+    # thread has recorded 1,001 messages; recording stops once a record was
+    # begun after close() returned.
+    warm, closed, after = threading.Event(), threading.Event(), threading.Event()
+
     def record() -> None:
         i = 0
         while not stop.is_set():
+            was_closed = closed.is_set()
             with_big_buffer.user(f"{i}{pad}")
             i += 1
+            if i > 1000:
+                warm.set()
+            if was_closed:
+                after.set()
 
     threads = [threading.Thread(target=record) for _ in range(3)]
     for t in threads:
         t.start()
-    time.sleep(0.2)
+    assert warm.wait(120), "the recording threads never got going"
     try:
         with_big_buffer.close()
     except WriteError:
         pass  # records that arrive after close are reported as lost
-    time.sleep(0.05)
+    closed.set()
+    assert after.wait(120), "no record was made after close()"
     stop.set()
     for t in threads:
         t.join()
@@ -319,7 +330,10 @@ async def main(d):
         for i, s in enumerate(sessions):
             s.user(f"{i}:{turn}" + "z" * 100)
         await asyncio.sleep(0.002)
-    await asyncio.sleep(0.2)
+    # Until the flusher has reopened a pooled descriptor (at any load).
+    deadline = asyncio.get_running_loop().time() + 120
+    while not opened_by and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.01)
     assert loop_thread not in opened_by, "the event loop thread opened a file"
     assert opened_by, "the flusher never reopened a pooled descriptor"
     for s in sessions:
@@ -452,9 +466,12 @@ async def main(d):
     for s in sessions:
         await s.__aenter__()
     text = "tool output: 42 rows, the first is {'id': 1, 'name': 'Ada'} " * 3
-    end = time.monotonic() + 1.5
+    # 1.5 s of the loop thread's CPU time, not of the clock: on a loaded
+    # machine the process gets a fraction of the wall time, and the flusher a
+    # fraction of that.
+    end = time.thread_time() + 1.5
     async def task(s):
-        while time.monotonic() < end:
+        while time.thread_time() < end:
             s.user(text)
             sum(range(400))  # the agent's own work between records
             await asyncio.sleep(0)  # never idle: the loop holds the GIL
@@ -470,6 +487,7 @@ asyncio.run(main(sys.argv[1]))
 """
 
 
+@pytest.mark.serial  # counts writes per CPU second: not beside another busy worker
 def test_a_busy_event_loop_lends_the_flusher_the_gil(tmp_path: Path) -> None:
     """Tasks that never let the loop idle keep the GIL from the flusher thread
     (CPython's switch interval restarts at every loop iteration): without the
@@ -589,20 +607,28 @@ def test_records_racing_close_on_a_healthy_disk_do_not_make_close_raise(
     caplog.set_level(logging.WARNING, logger="ststrace")
     for _ in range(5):
         s = Session(tmp_path, flush_interval=60).open()
-        stop = threading.Event()
+        stop, warm, closed, after = threading.Event(), threading.Event(), threading.Event(), threading.Event()
 
         def record() -> None:
+            i = 0
             while not stop.is_set():
+                was_closed = closed.is_set()
                 s.user("x" * 200)
+                i += 1
+                if i > 100:
+                    warm.set()
+                if was_closed:
+                    after.set()
 
         threads = [threading.Thread(target=record) for _ in range(3)]
         for t in threads:
             t.start()
-        time.sleep(0.05)
+        assert warm.wait(120)  # records are landing: close() races them
         try:
             s.close()  # must not raise
         finally:
-            time.sleep(0.02)
+            closed.set()
+            after.wait(120)  # a record begun after close() returned: lost
             stop.set()
             for t in threads:
                 t.join()
