@@ -20,6 +20,9 @@ from typing import Any
 import pytest
 
 from ststrace.cli import COMMANDS, main
+from ststrace import validate
+from ststrace import Session
+from test_convert import CLINE, HERE, OPENCODE, WILD, _CLINE_RESULT, _json_lines, _llama, _source_cline, _source_gemini, _source_opencode
 
 T0 = 1_767_268_800_000  # 2026-01-01T12:00:00Z
 
@@ -591,3 +594,215 @@ def test_tail_stops_on_a_damaged_line_naming_it(tmp_path: Path, capsys: pytest.C
     captured = capsys.readouterr()
     assert captured.out.endswith("USER\n  a\n\n")  # what came before the damage is shown
     assert captured.err.startswith(f"ststrace tail: {path}:3: not valid JSON")
+
+
+
+# -- cat and tail print deeply nested values ---------------------------------------
+
+
+def _nested(depth: int) -> str:
+    """JSON text of a value *depth* objects deep (json.dumps itself recurses)."""
+    return '{"k":' * depth + '"bottom"' + "}" * depth
+
+
+def _deep_trace(path: Path) -> Path:
+    deep = _nested(1000)
+    call = {"id": "c1", "function": {"name": "f", "arguments": deep}}
+    lines = [
+        '{"type": "session", "harness": "h", "id": "deep", "config": ' + deep + "}",
+        json.dumps({"type": "message", "message": {"role": "assistant", "content": "", "toolCalls": [call]}}),
+        json.dumps({"type": "message", "message": {"role": "tool", "toolCallId": "c1", "content": "done"}}),
+    ]
+    path.write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("command", ["cat", "tail"])
+def test_cat_and_tail_print_values_nested_1000_deep(
+    tmp_path: Path, command: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """validate accepts the file; cat and tail print it, the deep part cut visibly."""
+    path = _deep_trace(tmp_path / "deep.jsonl")
+    assert [p for p in validate(path) if p.severity == "error"] == []
+    args = [command, str(path)] if command == "cat" else [command, str(path), "--timeout", "0.1"]
+    assert main(args) == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "→ f" in out and "done" in out
+    assert "nested deeper" in out
+    assert "bottom" not in out  # below the cut
+    assert out.count("nested deeper") == 2  # the header's value and the arguments
+
+
+
+# -- every command that takes traces takes directories ------------------------------
+
+
+def _two_traces(root: Path) -> list[Path]:
+    out = []
+    for n in range(2):
+        with Session(root / "sub" / f"t{n}.jsonl") as s:
+            s.user(f"q{n}")
+            s.assistant(f"a{n}", model="m")
+        out.append(s.path)
+    return out
+
+
+def test_validate_takes_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ststrace.cli import main
+
+    paths = _two_traces(tmp_path / "traces")
+    assert main(["validate", str(tmp_path / "traces")]) == 0
+    assert capsys.readouterr().out == "".join(f"{p}: ok\n" for p in paths)
+    (tmp_path / "empty").mkdir()
+    assert main(["validate", str(tmp_path / "empty"), str(paths[0])]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == f"{paths[0]}: ok\n"
+    assert captured.err == f"ststrace validate: {tmp_path / 'empty'}: is a directory with no trace files (*.jsonl)\n"
+
+
+# -- tail on a finished trace ends ---------------------------------
+
+
+def test_tail_on_a_finished_trace_ends_and_says_why(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import time
+
+    from ststrace._cli import tail
+    from ststrace.cli import main
+
+    if not Path("/proc/self/fd").is_dir():
+        pytest.skip("needs /proc to tell that no process writes the file")
+    monkeypatch.setattr(tail, "IDLE_SECONDS", 0.3)
+    (path,) = _two_traces(tmp_path)[:1]
+    start = time.monotonic()
+    assert main(["tail", "--no-color", "--interval", "0.05", str(path)]) == 0
+    assert time.monotonic() - start < 10
+    captured = capsys.readouterr()
+    assert "q0" in captured.out and "a0" in captured.out
+    assert captured.err == f"ststrace tail: {path}: the session is closed (no process is writing it); stopping\n"
+
+
+def test_tail_on_a_live_idle_session_says_it_waits_and_how_to_stop(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ststrace._cli import tail
+    from ststrace.cli import main
+
+    monkeypatch.setattr(tail, "IDLE_SECONDS", 0.2)
+    with Session(tmp_path / "live.jsonl") as s:
+        s.user("hello")
+        s.flush()
+        assert main(["tail", "--no-color", "--interval", "0.05", "--timeout", "1", str(s.path)]) == 0
+    captured = capsys.readouterr()
+    assert "hello" in captured.out
+    assert "ststrace tail: waiting for " in captured.err and "; Ctrl-C to stop\n" in captured.err
+    assert "closed" not in captured.err
+    assert captured.err.count("waiting") == 1  # said once, not on every check
+
+
+SAMPLES = HERE / "fixtures" / "agent-traces"
+
+
+# -- every reading command on every format -------------------------------------------
+
+
+def _source_openai(path: Path) -> tuple[int, int, str]:
+    doc = json.loads(path.read_text())
+    msgs = doc["messages"]
+    calls = {c["id"] for m in msgs for c in m.get("tool_calls") or []}
+    results = sum(1 for m in msgs if m["role"] == "tool" and m["tool_call_id"] in calls)
+    first = next(m["content"] for m in msgs if m["role"] == "user")
+    return len(calls), results, first if isinstance(first, str) else first[0]["text"]
+
+
+def _source_llama(path: Path) -> tuple[int, int, str]:
+    _, active, _ = _llama(path)
+    calls = {c["id"] for m in active for c in m.get("toolCalls", [])}
+    results = sum(1 for m in active if m["role"] == "tool" and m["toolCallId"] in calls)
+    return len(calls), results, next(m["content"] for m in active if m["role"] == "user")
+
+
+def _cases() -> list[tuple[Path, str, Any]]:
+    from test_convert import SAMPLE_CASES
+
+    cases = [(SAMPLES / name, fmt, count) for name, fmt, count in SAMPLE_CASES]
+    cases.append((HERE / "fixtures" / "convert" / "openai_messages.json", "openai", _source_openai))
+    cases.append((WILD / "llama_tools.jsonl", "sts", _source_llama))
+    cases.append((HERE / "fixtures" / "gemini" / "session-2025-12-01T21-45-5b959dae.json", "gemini", _source_gemini))
+    cases.append((HERE / "fixtures" / "gemini" / "checkpoint-auth-fix.json", "gemini", _source_gemini))
+    cases.append((OPENCODE, "opencode", _source_opencode))
+    cases.append((CLINE, "cline", _source_cline))
+    return cases
+
+
+CASES = _cases()
+
+
+@pytest.mark.parametrize(("src", "fmt", "count"), CASES, ids=[f"{c[0].name}" for c in CASES])
+def test_every_reading_command_reads_every_format(
+    src: Path, fmt: str, count: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``stats``, ``cat`` and ``view`` open any file ``convert`` reads (converted in
+    memory, the format named), with the counts of the source; ``validate`` says
+    what a non-STS file is and how to turn it into STS."""
+    from ststrace.cli import main
+
+    calls, results, prompt = count(src)
+    assert main(["stats", "--json", str(src)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    main_file = doc["files"][0]
+    assert (main_file["tool_calls"], main_file["tool_results"]) == (calls, results)
+    assert main_file["format"] == (None if fmt == "sts" else fmt)
+    assert main(["stats", str(src)]) == 0
+    text = capsys.readouterr().out
+    assert (f"({fmt}, converted in memory)" in text) is (fmt != "sts")
+
+    assert main(["cat", "--no-color", str(src)]) == 0
+    out = capsys.readouterr().out
+    assert " ".join(prompt.split())[:60] in " ".join(out.split())
+    assert ("converted in memory from " in out) is (fmt != "sts")
+
+    page = tmp_path / "page.html"
+    assert main(["view", str(src), "-o", str(page)]) == 0
+    capsys.readouterr()
+    from test_usage_cli import page_data
+
+    data = page_data(page)
+    assert sum(len(m.get("toolCalls", [])) for m in data["messages"]) == calls
+    assert ("note" in data["source"]) is (fmt != "sts")
+
+    code = main(["validate", str(src)])
+    out = capsys.readouterr().out
+    if fmt == "sts":
+        assert code == 0 and "error" not in out
+    else:
+        assert code == 1
+        assert out.strip().endswith("not STS; `ststrace convert` turns it into STS")
+        assert out.count("\n") == 1
+
+
+def test_view_and_stats_on_a_claude_code_projects_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``ststrace view ~/.claude/projects/<project>``: one page per session file, the
+    subagent's page linked to its parent's, as for STS folders; ``stats`` totals them."""
+    import shutil
+
+    from ststrace.cli import main
+    from test_usage_cli import page_data
+
+    project = tmp_path / "proj"
+    shutil.copytree(WILD / "cc-main-1", project / "cc-main-1")
+    shutil.copy(WILD / "cc-main-1.jsonl", project / "cc-main-1.jsonl")
+    shutil.copy(WILD / "cc_clear.jsonl", project / "cc_clear.jsonl")
+    assert main(["view", str(project)]) == 0
+    assert capsys.readouterr().err == ""
+    sub = page_data(project / "cc-main-1" / "subagents" / "agent-a7f3c2d.html")
+    assert sub["links"]["parent"]["href"] == "../../cc-main-1.html"
+    assert "converted in memory from a Claude Code session" in sub["source"]["note"]
+    assert page_data(project / "cc_clear.html")["header"]["name"].startswith("why does `make test` fail")
+
+    assert main(["stats", "--json", str(project)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert {f["format"] for f in doc["files"]} == {"claude-code"}
+    assert doc["total"]["sub_agents"] >= 1

@@ -19,6 +19,8 @@ import pytest
 from ststrace import read, validate
 from ststrace._convert import ConvertError, convert, convert_file, detect, output_name, write_trace
 from ststrace._reader import Trace
+import re
+import shutil
 
 SAMPLES = Path(__file__).resolve().parent / "fixtures" / "agent-traces"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "convert"
@@ -482,3 +484,563 @@ def test_torn_last_line_is_skipped_and_counted(tmp_path: Path) -> None:
     result = convert_file(src)
     assert result.dropped["invalid_line"] == 1
     assert len(result.traces[0].messages) == 4
+
+
+HERE = Path(__file__).resolve().parent
+WILD = HERE / "fixtures" / "convert-wild"
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+
+
+def _error_problems(path: Path) -> list[Any]:
+    return [p for p in validate(path) if p.severity == "error"]
+
+
+# -- Claude Code titles -----------------------------------------------------------
+
+_WRAPPER = re.compile(r"^\s*(<(command-name|command-message|command-args|local-command-stdout)>|Caveat: The messages below)")
+
+
+def _claude_first_prompt(path: Path) -> tuple[str, int]:
+    """The first user turn typed by the user (not a command wrapper, not meta), and how many user lines hold text."""
+    first, texts = None, 0
+    for o in _json_lines(path):
+        if o.get("type") != "user":
+            continue
+        c = o["message"]["content"]
+        text = c if isinstance(c, str) else "\n".join(b["text"] for b in c if b.get("type") == "text")
+        if not text:
+            continue
+        texts += 1
+        if first is None and not o.get("isMeta") and not _WRAPPER.match(text):
+            first = text
+    assert first is not None
+    return first, texts
+
+
+# -- llama.app message trees ---------------------------------------------------------
+
+
+def _llama(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list[list[dict[str, Any]]]]:
+    """(header, active path, every root-to-leaf path), walking ``children`` down
+    and ``parent`` up as llama.app does; the ``root`` row is no message."""
+    rows = _json_lines(path)
+    head, msgs = rows[0], [r["message"] for r in rows[1:]]
+    by_id = {m["id"]: m for m in msgs}
+
+    def up(node: dict[str, Any] | None) -> list[dict[str, Any]]:
+        out = []
+        while node is not None:
+            if node["type"] != "root":
+                out.append(node)
+            node = by_id.get(node["parent"]) if node["parent"] else None
+        return out[::-1]
+
+    leaves = [m for m in msgs if not m["children"] and m["type"] != "root"]
+    start = by_id.get(head.get("currNode") or "") or max(leaves, key=lambda m: m["timestamp"])
+    return head, up(start), [up(leaf) for leaf in leaves]
+
+
+LLAMA = ["llama_regenerated.jsonl", "llama_tools.jsonl"]
+
+
+# -- Gemini CLI ------------------------------------------------------------------------
+
+GEMINI = HERE / "fixtures" / "gemini"
+GEMINI_RECORDINGS = ["session-2025-12-01T21-45-5b959dae.json", "session-2026-01-16T11-01-file-ops-37b7abef.json"]
+
+
+def _source_gemini(path: Path) -> tuple[int, int, str]:
+    """(calls, results, first prompt) of a chat recording or a checkpoint."""
+    doc = json.loads(path.read_text())
+    if isinstance(doc, dict):
+        msgs = doc["messages"]
+        calls = [c for m in msgs if m["type"] == "gemini" for c in m.get("toolCalls", [])]
+        return len(calls), sum(1 for c in calls if c.get("result")), next(m["content"] for m in msgs if m["type"] == "user")
+    calls = [p for c in doc if c["role"] == "model" for p in c["parts"] if "functionCall" in p]
+    results = [p for c in doc if c["role"] == "user" for p in c["parts"] if "functionResponse" in p]
+    prompts = [p["text"] for c in doc if c["role"] == "user" for p in c["parts"] if "text" in p]
+    return len(calls), len(results), next(t for t in prompts if not t.startswith("This is the Gemini CLI."))
+
+
+def _gemini_usage(path: Path) -> list[dict[str, int]]:
+    out = []
+    for m in json.loads(path.read_text())["messages"]:
+        t = m.get("tokens")
+        if m["type"] == "gemini" and t:
+            out.append(
+                {
+                    "input": t["input"] - t["cached"] + t["tool"],
+                    "output": t["output"] + t["thoughts"],
+                    "cacheRead": t["cached"],
+                    "cacheWrite": 0,
+                    "totalTokens": t["total"],
+                    "reasoning": t["thoughts"],
+                }
+            )
+    return out
+
+
+# -- OpenCode ------------------------------------------------------------------------------
+
+OPENCODE = WILD / "opencode_export.json"
+
+
+def _source_opencode(path: Path) -> tuple[int, int, str]:
+    doc = json.loads(path.read_text())
+    tools = [p for m in doc["messages"] for p in m["parts"] if p["type"] == "tool"]
+    done = [p for p in tools if p["state"]["status"] in ("completed", "error")]
+    first = next(p["text"] for m in doc["messages"] if m["info"]["role"] == "user" for p in m["parts"] if p["type"] == "text")
+    return len(tools), len(done), first
+
+
+# -- Cline ---------------------------------------------------------------------------------
+
+CLINE = WILD / "cline" / "1745512345678" / "api_conversation_history.json"
+_CLINE_RESULT = re.compile(r"^\[(\w+)(?: for .*)?\] Result:", re.S)
+
+
+def _source_cline(path: Path) -> tuple[int, int, str]:
+    """Calls are ``tool_use`` blocks; results the next user turn's ``[tool ...] Result:`` blocks."""
+    doc = json.loads(path.read_text())
+    calls = results = 0
+    for i, m in enumerate(doc):
+        if m["role"] != "assistant":
+            continue
+        uses = [b for b in m["content"] if b["type"] == "tool_use"]
+        calls += len(uses)
+        if i + 1 < len(doc):
+            heads = [b["text"] for b in doc[i + 1]["content"] if b["type"] == "text" and _CLINE_RESULT.match(b["text"])]
+            results += min(len(uses), len(heads))
+    task = doc[0]["content"][0]["text"]
+    return calls, results, task.split("<task>")[1].split("</task>")[0].strip()
+
+
+@pytest.mark.parametrize("name", ["cc_clear.jsonl", "cc_init.jsonl"])
+def test_claude_code_title_is_the_first_real_prompt_not_the_slash_command(name: str, tmp_path: Path) -> None:
+    """``/clear`` and ``/init`` sessions are named by the prompt that follows the
+    command; the wrapper turns stay in the trace, word for word."""
+    src = WILD / name
+    prompt, texts = _claude_first_prompt(src)
+    [trace] = convert_file(src).traces
+    title = trace.header["name"]
+    assert title == " ".join(prompt.splitlines()[0].split())[:79].rstrip() + ("…" if len(prompt.splitlines()[0]) > 80 else "")
+    assert not title.startswith("<") and "Caveat" not in title
+    contents = [m["content"] for m in trace.messages if m["role"] in ("user", "system")]
+    assert len(contents) == texts
+    assert any(c.lstrip().startswith(("<command-name>", "<command-message>")) for c in contents)
+    caveats = [m for m in trace.messages if m["content"].startswith("Caveat:")]
+    assert all(m["role"] == "system" for m in caveats)
+    assert _error_problems(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+@pytest.mark.parametrize("name", LLAMA)
+def test_llama_tree_reads_as_its_active_path(name: str) -> None:
+    """``read`` / ``iter_messages`` give the path root -> currNode: no placeholder,
+    one reply where a regeneration left two; no final newline, ``harness`` first: fine."""
+    from ststrace import iter_messages, read
+
+    src = WILD / name
+    assert not src.read_bytes().endswith(b"\n")
+    head, active, _ = _llama(src)
+    trace = read(src)
+    assert [m["id"] for m in trace.messages] == [m["id"] for m in active]
+    assert [m["id"] for m in iter_messages(src)] == [m["id"] for m in active]
+    assert not any(m.get("type") == "root" for m in trace.messages)
+    assert trace.messages[-1]["id"] == head["currNode"]
+    assert _error_problems(src) == []
+    from ststrace import read_tree
+
+    assert [m["id"] for m in read_tree(src).messages] == [x["message"]["id"] for x in _json_lines(src)[1:]]
+
+
+@pytest.mark.parametrize("name", LLAMA)
+def test_llama_tree_converts_to_its_active_path_or_one_file_per_leaf(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from ststrace.cli import main
+
+    src = WILD / name
+    head, active, every = _llama(src)
+    [trace] = convert_file(src).traces
+    assert [(m["role"], m["content"]) for m in trace.messages] == [(m["role"], m["content"]) for m in active]
+    assert trace.header["harness"] == "llama.app" and trace.header["id"] == head["id"] and "currNode" not in trace.header
+    calls = [tc["id"] for m in active for tc in m.get("toolCalls", [])]
+    assert [tc["id"] for m in trace.messages for tc in m.get("toolCalls", [])] == calls
+    assert [m["toolCallId"] for m in trace.messages if m["role"] == "tool"] == [m["toolCallId"] for m in active if m["role"] == "tool"]
+    timed = [m for m in active if "timings" in m]
+    assert [m["usage"]["output"] for m in trace.messages if "usage" in m] == [m["timings"]["predicted_n"] for m in timed]
+    assert [m["usage"]["cacheRead"] for m in trace.messages if "usage" in m] == [m["timings"]["cache_n"] for m in timed]
+
+    assert main(["convert", "--all-branches", str(src), "-o", str(tmp_path / "all")]) == 0
+    capsys.readouterr()
+    outs = sorted((tmp_path / "all").iterdir())
+    assert len(outs) == len(every)
+    got = sorted([m["message"]["content"] for m in _json_lines(o)[1:]] for o in outs)
+    assert got == sorted([m["content"] for m in path] for path in every)
+    assert all(_error_problems(o) == [] for o in outs)
+
+
+@pytest.mark.parametrize("name", [*GEMINI_RECORDINGS, "checkpoint-auth-fix.json"])
+def test_gemini_cli_sessions_convert_with_calls_results_and_usage(name: str, tmp_path: Path) -> None:
+    """Real Gemini CLI chat recordings (and a checkpoint): every call and its result,
+    paired; thoughts as reasoning; Gemini's token counts in the Pi shape (cached
+    tokens out of input, thoughts in output) adding up to Gemini's own total."""
+    src = GEMINI / name
+    calls, results, prompt = _source_gemini(src)
+    r = convert_file(src)
+    assert r.format == "gemini"
+    [trace] = r.traces
+    assert trace.header["harness"] == "gemini-cli"
+    msgs = trace.messages
+    assert sum(len(m.get("toolCalls", [])) for m in msgs) == calls
+    assert sum(1 for m in msgs if m["role"] == "tool") == results
+    assert next(m["content"] for m in msgs if m["role"] == "user") == prompt
+    assert trace.header["name"] == " ".join(prompt.splitlines()[0].split())[:80]
+    if name.startswith("session-"):
+        doc = json.loads(src.read_text())
+        assert trace.id == doc["sessionId"]
+        assert [m["usage"] for m in msgs if "usage" in m] == _gemini_usage(src)
+        assert all(u["totalTokens"] == u["input"] + u["output"] + u["cacheRead"] for u in _gemini_usage(src))
+        thoughts = sum(1 for m in doc["messages"] if m.get("thoughts"))
+        assert sum(1 for m in msgs if "reasoningContent" in m) == thoughts
+    else:
+        assert [m["content"] for m in msgs if m["role"] == "tool"][-1] == "Error: Tool execution denied by user."
+        assert msgs[0]["role"] == "system"  # the context turn the CLI sends first
+    assert r.dropped == {}
+    assert _error_problems(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+def test_opencode_export_one_message_per_step_with_its_tokens(tmp_path: Path) -> None:
+    """Each model call (step-start .. step-finish) is one assistant message carrying that
+    step's tokens and cost; tool parts give the call and, after it, the result (errors
+    marked); a synthetic text part is a system message; an aborted reply says so."""
+    calls, results, prompt = _source_opencode(OPENCODE)
+    r = convert_file(OPENCODE)
+    assert r.format == "opencode"
+    [trace] = r.traces
+    doc = json.loads(OPENCODE.read_text())
+    assert (trace.id, trace.header["name"]) == (doc["info"]["id"], doc["info"]["title"])
+    msgs = trace.messages
+    assert sum(len(m.get("toolCalls", [])) for m in msgs) == calls
+    assert sum(1 for m in msgs if m["role"] == "tool") == results
+    assert next(m["content"] for m in msgs if m["role"] == "user") == prompt
+    finishes = [p for m in doc["messages"] for p in m["parts"] if p["type"] == "step-finish"]
+    usages = [m["usage"] for m in msgs if "usage" in m]
+    assert len(usages) == len(finishes)
+    for u, f in zip(usages, finishes):
+        t = f["tokens"]
+        assert u["totalTokens"] == t["input"] + t["output"] + t["reasoning"] + t["cache"]["read"] + t["cache"]["write"]
+        assert (u["input"], u["cacheRead"], u["reasoning"]) == (t["input"], t["cache"]["read"], t["reasoning"])
+        assert u["cost"]["total"] == pytest.approx(f["cost"])
+    assert usages[0]["totalTokens"] == 8006  # the step's own total in the real log this shape comes from
+    tool_texts = [m["content"] for m in msgs if m["role"] == "tool"]
+    assert tool_texts[-1] == "Error: File is outside the allowed directories"
+    assert [m["role"] for m in msgs][-3:] == ["system", "user", "assistant"]
+    assert msgs[-1]["content"] == "Error: The operation was aborted."
+    assert r.dropped == {"image": 1}
+    assert _error_problems(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+def test_cline_task_pairs_results_by_order_and_keeps_clines_notes_apart(tmp_path: Path) -> None:
+    calls, results, prompt = _source_cline(CLINE)
+    r = convert_file(CLINE)
+    assert r.format == "cline"
+    [trace] = r.traces
+    assert (trace.id, trace.header["name"]) == ("1745512345678", prompt)
+    msgs = trace.messages
+    ids = [c["id"] for m in msgs for c in m.get("toolCalls", [])]
+    assert len(ids) == calls and [m["toolCallId"] for m in msgs if m["role"] == "tool"] == ids[:results]
+    assert [m["content"] for m in msgs if m["role"] == "user"] == [prompt, "Use Math.round on cents."]
+    assert all(not m["content"].startswith("<environment_details>") for m in msgs if m["role"] == "user")
+    errors = [m for m in msgs if m["role"] == "tool" and m["content"].startswith("Error:")]
+    assert len(errors) == 1 and "exit code 1" in errors[0]["content"]
+    doc = json.loads(CLINE.read_text())
+    tokens = [m["metrics"]["tokens"] for m in doc if m["role"] == "assistant"]
+    assert [m["usage"] for m in msgs if "usage" in m] == [
+        {"input": t["prompt"] - t["cached"], "output": t["completion"], "cacheRead": t["cached"], "cacheWrite": 0,
+         "totalTokens": t["prompt"] + t["completion"]}
+        for t in tokens
+    ]
+    assert _error_problems(write_trace(trace, tmp_path / "t.jsonl")) == []
+
+
+def test_a_flat_sts_file_with_a_stray_curr_node_stays_flat() -> None:
+    """Only messages linked by ``id`` / ``parent`` make a tree: a flat file whose
+    header happens to carry ``currNode`` keeps every message."""
+    import tempfile
+
+    from ststrace import iter_messages, read
+
+    rows = [
+        {"type": "session", "harness": "x", "id": "s", "currNode": "nope"},
+        {"type": "message", "message": {"role": "user", "content": "a"}},
+        {"type": "message", "message": {"role": "assistant", "content": "b", "model": "m"}},
+    ]
+    with tempfile.TemporaryDirectory() as d:
+        p = Path(d) / "t.jsonl"
+        p.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        assert [m["content"] for m in read(p).messages] == ["a", "b"]
+        assert [m["content"] for m in iter_messages(p)] == ["a", "b"]
+
+
+CC_MAIN = WILD / "cc-main-1.jsonl"
+CC_AGENT = WILD / "cc-main-1" / "subagents" / "agent-a7f3c2d.jsonl"
+HERMES_GATEWAY = WILD / "20260418_192600_a1b2c3d4.jsonl"
+
+
+def _rows(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            pass
+    return out
+
+
+def _valid(trace: Trace, tmp_path: Path) -> Path:
+    out = write_trace(trace, tmp_path / f"{len(list(tmp_path.iterdir()))}-{output_name(trace)}")
+    assert [str(p) for p in validate(out) if p.severity == "error"] == []
+    return out
+
+
+def _parses(line: str) -> bool:
+    try:
+        json.loads(line)
+    except json.JSONDecodeError:
+        return False
+    return True
+
+
+# -- Codex: a prompt with images ------------------------------------------------
+
+
+def test_codex_image_prompt_is_one_user_message(tmp_path: Path) -> None:
+    """The <image>-wrapped prompt is one user message with one placeholder per image, counted once."""
+    src = WILD / "codex_image_prompt.jsonl"
+    images = sum(
+        1
+        for o in _rows(src)
+        if o["type"] == "response_item" and o["payload"].get("role") == "user"
+        for b in o["payload"]["content"]
+        if b["type"] == "input_image"
+    )
+    prompts = [o["payload"]["message"] for o in _rows(src) if o["type"] == "event_msg" and o["payload"]["type"] == "user_message"]
+    result = convert_file(src)
+    (trace,) = result.traces
+    users = [m["content"] for m in trace.messages if m["role"] == "user"]
+    assert users == [
+        f"{prompts[0]}\n[image: image/png]\n[image: image/jpeg]",
+        prompts[1],
+    ]
+    systems = [m["content"] for m in trace.messages if m["role"] == "system"]
+    assert not any(prompts[0] in s for s in systems)  # no system copy of the prompt
+    assert not any("<image" in m["content"] for m in trace.messages)
+    assert result.dropped == Counter({"image": images}) and images == 2
+    _valid(trace, tmp_path)
+
+    # The event first, then the item: the same single message and count.
+    lines = src.read_text().splitlines()
+    item = next(i for i, ln in enumerate(lines) if "input_image" in ln)
+    lines[item], lines[item + 1] = lines[item + 1], lines[item]
+    swapped = tmp_path / "swapped.jsonl"
+    swapped.write_text("\n".join(lines) + "\n")
+    again = convert_file(swapped)
+    assert again.traces[0].messages == trace.messages
+    assert again.dropped == Counter({"image": 2})
+
+
+# -- Claude Code -------------------------------------------------------------
+
+
+def test_claude_title_from_own_summary_only(tmp_path: Path) -> None:
+    """The title is a summary whose leafUuid is in the file, not the last summary (another session's)."""
+    rows = _rows(CC_MAIN)
+    uuids = {o.get("uuid") for o in rows}
+    own = [o["summary"] for o in rows if o.get("type") == "summary" and o["leafUuid"] in uuids]
+    assert rows[-1]["type"] == "summary" and rows[-1]["leafUuid"] not in uuids  # the trap
+    main = convert_file(CC_MAIN).traces[0]
+    assert main.header["name"] == own[-1] == "Checkout test currency mismatch"
+
+    # With no summary of its own, the first prompt (first line, shortened) names it.
+    no_own = tmp_path / "cc-main-1.jsonl"
+    no_own.write_text("".join(json.dumps(o) + "\n" for o in rows if not (o.get("type") == "summary" and o["leafUuid"] in uuids)))
+    trace = convert(no_own)[0]
+    first_line = rows[2]["message"]["content"].splitlines()[0]
+    assert len(first_line) > 80
+    assert trace.header["name"] == first_line[:79].rstrip() + "…"
+
+
+def test_claude_progress_blank_blocks_and_orphans_counted(tmp_path: Path) -> None:
+    """progress / agent_progress lines are counted; blank text blocks vanish; an orphan in an empty subagent group is counted."""
+    rows = _rows(CC_MAIN)
+    progress = Counter("agent_progress" if o["data"]["type"] == "agent_progress" else "progress" for o in rows if o.get("type") == "progress")
+    result = convert_file(CC_MAIN)
+    assert result.dropped == Counter({**progress, "orphan_tool_result": 1})
+    assert progress == Counter({"agent_progress": 2, "progress": 1})
+    (main,) = result.traces  # the orphan-only subagent group yields no trace
+    first = next(m for m in main.messages if m["role"] == "assistant")
+    assert first["content"] == "Let me have a subagent search the test setup."
+    assert [c["id"] for c in first["toolCalls"]] == ["toolu_task_1"]
+    _valid(main, tmp_path)
+
+    # The OpenClaw sample starts a reply with a "\n\n" text block.
+    claw = convert(SAMPLES / "example_openclaw_session.jsonl")[0]
+    assert next(m for m in claw.messages if m["role"] == "assistant")["content"].startswith("Hey! I just came online")
+
+
+def test_claude_subagent_file_links_parent_and_counts_torn_line(tmp_path: Path) -> None:
+    """A subagents/agent-*.jsonl file: its torn line is counted; the header names the parent session and Task call."""
+    torn = sum(1 for line in CC_AGENT.read_text().splitlines() if line.strip() and not _parses(line))
+    result = convert_file(CC_AGENT)
+    assert torn == 1 and result.dropped == Counter({"invalid_line": 1})
+    (trace,) = result.traces
+    assert trace.id == "cc-main-1-agent-a7f3c2d"
+    assert trace.header["parentSessionId"] == "cc-main-1"
+    assert trace.header["parentToolCallId"] == "toolu_task_1"
+    assert trace.header["name"] == "Find where the test currency is configured"
+    assert [m["role"] for m in trace.messages] == ["user", "assistant", "tool", "assistant"]
+    _valid(trace, tmp_path)
+
+    # Lines that do not say isSidechain / agentId: the subagents/agent-<id>.jsonl path does.
+    bare = tmp_path / "cc-main-1" / "subagents" / CC_AGENT.name
+    bare.parent.mkdir(parents=True)
+    rows = [{k: v for k, v in o.items() if k not in ("isSidechain", "agentId")} for o in _rows(CC_AGENT)]
+    bare.write_text("".join(json.dumps(o) + "\n" for o in rows))
+    shutil.copy(CC_MAIN, tmp_path / CC_MAIN.name)
+    (plain,) = convert(bare)
+    assert plain.id == trace.id and plain.header["parentToolCallId"] == "toolu_task_1"
+    assert plain.messages == trace.messages
+
+    # Without the main file beside it, the call cannot be known; the session still can.
+    alone = tmp_path / "x" / "subagents" / CC_AGENT.name
+    alone.parent.mkdir(parents=True)
+    shutil.copy(CC_AGENT, alone)
+    header = convert(alone)[0].header
+    assert header["parentSessionId"] == "cc-main-1" and "parentToolCallId" not in header
+
+
+# -- Hermes ------------------------------------------------------------------------------
+
+
+def test_hermes_gateway_transcript(tmp_path: Path) -> None:
+    """A session_meta line then chat lines: harness hermes, id from the file name, models per meta line."""
+    rows = _rows(HERMES_GATEWAY)
+    assert detect(HERMES_GATEWAY) == "hermes"
+    result = convert_file(HERMES_GATEWAY)
+    (trace,) = result.traces
+    assert trace.header["harness"] == "hermes" and trace.id == HERMES_GATEWAY.stem
+    assert trace.header["model"] == rows[0]["model"] and trace.header["source"] == "telegram"
+    assert trace.header["tools"] == ["terminal", "web_search"]
+    chat = [o for o in rows if o["role"] != "session_meta"]
+    assert [m["role"] for m in trace.messages] == [o["role"] for o in chat]
+    assert [m.get("model") for m in trace.messages if m["role"] == "assistant"] == [
+        "anthropic/claude-sonnet-4",
+        "anthropic/claude-sonnet-4",
+        "openai/gpt-5-mini",
+    ]
+    call = trace.messages[1]
+    assert call["reasoningContent"] == "Check with df." and call["toolCalls"][0]["id"] == "call_df"
+    assert trace.messages[2]["toolCallId"] == "call_df"
+    assert trace.messages[0]["timestamp"] == 1776540365000  # naive ISO read as UTC
+    assert result.dropped == Counter()
+    assert convert_file(HERMES_GATEWAY, "hermes").traces[0].messages == trace.messages
+    _valid(trace, tmp_path)
+
+
+def test_hermes_pretty_printed_export(tmp_path: Path) -> None:
+    """An indented JSON export (one session, or a list of them) is read whole, not line by line."""
+    src = WILD / "hermes_export.json"
+    session = json.loads(src.read_text())
+    assert detect(src) == "hermes"
+    (trace,) = convert(src)
+    assert trace.id == session["id"] and trace.header["name"] == session["title"]
+    assert [m["role"] for m in trace.messages] == ["system"] + [m["role"] for m in session["messages"]]
+    listed = tmp_path / "two.json"
+    listed.write_text(json.dumps([session, {**session, "id": "second"}], indent=2))
+    assert [t.id for t in convert(listed, "hermes")] == [session["id"], "second"]
+    _valid(trace, tmp_path)
+
+
+# -- Droid ---------------------------------------------------------------------------------
+
+
+def test_droid_message_model_and_compaction(tmp_path: Path) -> None:
+    """Each assistant message keeps its own modelId (no sidecar needed); the compaction summary is a system message."""
+    src = WILD / "droid_models.jsonl"
+    rows = _rows(src)
+    models = [o["message"]["modelId"] for o in rows if o.get("type") == "message" and o["message"]["role"] == "assistant"]
+    summary = next(o["summaryText"] for o in rows if o.get("type") == "compaction_state")
+    (trace,) = convert(src)
+    assert [m["model"] for m in trace.messages if m["role"] == "assistant"] == models
+    assert {"role": "system", "content": f"[compaction summary]\n{summary}", "timestamp": 1764684300000} in trace.messages
+    # With a settings.json sidecar, the message's own model still wins.
+    copy = tmp_path / "7d1e5c3b-2a4f-4b6d-8e9f-0a1b2c3d4e5f.jsonl"
+    shutil.copy(src, copy)
+    copy.with_suffix(".settings.json").write_text('{"model": "sidecar-model"}')
+    (again,) = convert(copy)
+    assert [m["model"] for m in again.messages if m["role"] == "assistant"] == models
+    assert again.header["model"] == "sidecar-model"
+    _valid(trace, tmp_path)
+
+
+# -- Codex early rollouts -----------------------------------------------------------------
+
+
+def test_codex_early_rollout(tmp_path: Path) -> None:
+    """A first line without instructions is still a Codex meta line: detected, id and cwd kept, also with --from."""
+    src = WILD / "codex_early.jsonl"
+    meta = _rows(src)[0]
+    assert "instructions" not in meta
+    assert detect(src) == "codex"
+    for from_ in (None, "codex"):
+        (trace,) = convert(src, from_)
+        assert trace.id == meta["id"] and trace.header["cwd"] == meta["cwd"]
+        assert [m["role"] for m in trace.messages] == ["user", "assistant", "tool", "assistant"]
+        assert trace.messages[1]["reasoningContent"] == "Use ls."
+    _valid(trace, tmp_path)
+
+
+# -- bad input ----------------------------------------------------------
+
+
+def test_json_dump_array_of_messages_is_openai(tmp_path: Path) -> None:
+    """A one-line JSON array of messages (json.dump's output) is detected and converted as OpenAI messages."""
+    rows = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "2+3?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a1", "type": "function", "function": {"name": "add", "arguments": '{"a":2,"b":3}'}}]},
+        {"role": "tool", "tool_call_id": "a1", "content": "5"},
+        {"role": "assistant", "content": "5"},
+    ]
+    src = tmp_path / "chat.jsonl"
+    with open(src, "w") as f:
+        json.dump(rows, f)
+    assert "\n" not in src.read_text()
+    assert detect(src) == "openai"
+    (trace,) = convert(src)
+    assert [m["role"] for m in trace.messages] == [r["role"] for r in rows]
+    assert trace.messages[3]["toolCallId"] == "a1"
+    _valid(trace, tmp_path)
+
+
+def test_type_confused_input_is_counted_not_fatal(tmp_path: Path) -> None:
+    """A block type that is a list, "tool_calls": 5, a list role: converted, the odd parts counted."""
+    rows = [
+        {"role": "user", "content": [{"type": ["text"], "text": "hello"}, {"type": 7, "image_url": "x"}]},
+        {"role": "assistant", "content": "hi", "tool_calls": 5},
+        {"role": ["assistant"], "content": "?"},
+        {"role": "assistant", "content": "ok", "tool_calls": [5, {"id": [], "function": {"name": {}, "arguments": 3}}]},
+    ]
+    src = tmp_path / "confused.json"
+    src.write_text(json.dumps(rows))
+    result = convert_file(src)
+    (trace,) = result.traces
+    assert trace.messages[0]["content"].startswith("hello\n")
+    assert result.dropped["invalid_tool_calls"] == 1 and result.dropped["invalid_tool_call"] == 1
+    assert result.dropped["block:untyped"] == 1 and result.dropped["message:['assistant']"] == 1
+    assert trace.messages[2]["toolCalls"][0]["function"] == {"name": "unknown", "arguments": "3"}
+    _valid(trace, tmp_path)

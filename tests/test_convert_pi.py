@@ -19,6 +19,7 @@ from ststrace._convert import convert, convert_file, write_trace
 from ststrace._convert.to_pi import pi_bytes, pi_lines
 from ststrace._reader import Trace
 from ststrace.cli import build_parser
+from test_convert import CLINE, GEMINI, GEMINI_RECORDINGS, LLAMA, OPENCODE, _CLINE_RESULT, _json_lines, _llama, _source_cline, _source_opencode
 
 HERE = Path(__file__).resolve().parent
 SAMPLES = HERE / "fixtures" / "agent-traces"
@@ -233,3 +234,72 @@ def test_usage_without_cost_gets_no_zero_cost_back(tmp_path: Path) -> None:
     pi.write_bytes(pi_bytes(trace))
     (back,) = convert_file(pi, "pi", redact=False).traces
     assert back.messages[1]["usage"] == trace.messages[1]["usage"]
+
+
+
+@pytest.mark.parametrize("name", LLAMA)
+def test_llama_tree_to_pi_shows_one_answer_and_the_hub_loader_takes_it(
+    name: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--to pi`` chains the active path only: a regenerated reply is not followed
+    by the old one. The Hub's ``datasets`` loader takes the output for a trace."""
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    src = WILD / name
+    head, active, _ = _llama(src)
+    assert main(["convert", "--to", "pi", str(src), "-o", str(tmp_path / "pi")]) == 0
+    capsys.readouterr()
+    [out] = (tmp_path / "pi").iterdir()
+    pi_msgs = [o["message"] for o in _json_lines(out) if o["type"] == "message"]
+    replies = [b["text"] for m in pi_msgs if m["role"] == "assistant" for b in m["content"] if b["type"] == "text"]
+    assert replies == [m["content"] for m in active if m["role"] == "assistant" and m["content"]]
+    first_user = next(m["content"] for m in active if m["role"] == "user")
+    assert hub_detects(out, tmp_path / "cache") == (True, head["id"], first_user)
+
+
+def test_gemini_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """A folder of Gemini CLI sessions converts (``session-*.json`` are picked up);
+    ``--to pi`` output is taken for a trace by the Hub's ``datasets`` loader."""
+    import shutil
+
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    chats = tmp_path / "tmp" / "abc123" / "chats"
+    chats.mkdir(parents=True)
+    for name in GEMINI_RECORDINGS:
+        shutil.copy(GEMINI / name, chats / name)
+    assert main(["convert", "--to", "pi", str(tmp_path / "tmp"), "-o", str(tmp_path / "pi")]) == 0
+    summary = capsys.readouterr().out
+    assert "converted 2 of 2 files" in summary and "token usage kept: 20 replies" in summary
+    for name in GEMINI_RECORDINGS:
+        doc = json.loads((GEMINI / name).read_text())
+        out = tmp_path / "pi" / f"{doc['sessionId']}.jsonl"
+        first = next(m["content"] for m in doc["messages"] if m["type"] == "user")
+        assert hub_detects(out, tmp_path / "cache" / name) == (True, doc["sessionId"], first)
+
+
+def test_opencode_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    assert main(["convert", "--to", "pi", str(OPENCODE), "-o", str(tmp_path / "pi")]) == 0
+    assert "token usage kept: 2 replies, 16,297 tokens" in capsys.readouterr().out
+    [out] = (tmp_path / "pi").iterdir()
+    doc = json.loads(OPENCODE.read_text())
+    assert hub_detects(out, tmp_path / "cache") == (True, doc["info"]["id"], _source_opencode(OPENCODE)[2])
+
+
+def test_cline_to_pi_and_the_hub_loader(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from hub_loader import hub_detects, offline
+    from ststrace.cli import main
+
+    offline(monkeypatch)
+    assert main(["convert", "--to", "pi", str(CLINE), "-o", str(tmp_path / "pi")]) == 0
+    capsys.readouterr()
+    [out] = (tmp_path / "pi").iterdir()
+    assert hub_detects(out, tmp_path / "cache") == (True, "1745512345678", _source_cline(CLINE)[2])

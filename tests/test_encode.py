@@ -26,6 +26,8 @@ from ststrace import Session, tool
 from ststrace._encode import MAX_DEPTH, dumps
 from ststrace._text import content_text, json_text
 from test_decorators_helpers import calls_by_id, tool_results, valid_messages
+import logging
+from ststrace import read, validate
 
 
 class Color(enum.Enum):
@@ -299,3 +301,45 @@ def test_odd_value_through_tool(tmp_path: Path, value: Any, expected: Any) -> No
         assert result["content"] == expected
     else:
         _check(orjson.loads(result["content"]), expected)
+
+
+
+# -- objects that raise on __class__ (lazy proxies) never reach the caller ----------
+
+
+class BrokenProxy:
+    """A lazy proxy whose set-up failed: even isinstance() on it raises."""
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # noqa: D401
+        raise RuntimeError("lazy object could not be set up")
+
+    def __repr__(self) -> str:
+        raise RuntimeError("lazy object could not be set up")
+
+
+RECORDINGS = {
+    "user": lambda s, p: s.user(p),
+    "system": lambda s, p: s.system(p),
+    "tool": lambda s, p: s.tool("call_1", p),
+    "assistant content": lambda s, p: s.assistant(p),
+    "reasoning": lambda s, p: s.assistant("ok", reasoning=p),
+    "arguments": lambda s, p: s.assistant("", tool_calls=[{"name": "f", "arguments": p}]),
+    "tool call": lambda s, p: s.assistant("", tool_calls=[p]),
+    "model": lambda s, p: s.assistant("ok", model=p),
+    "record content": lambda s, p: s.record({"role": "user", "content": p}),
+    "record message": lambda s, p: s.record(p),
+}
+
+
+@pytest.mark.parametrize("where", list(RECORDINGS))
+def test_a_raising_proxy_never_reaches_user_code(tmp_path: Path, where: str, caplog: pytest.LogCaptureFixture) -> None:
+    """The record is dropped, counted in ``lost`` and logged; the session goes on."""
+    caplog.set_level(logging.WARNING, logger="ststrace")
+    with Session(tmp_path) as s:
+        RECORDINGS[where](s, BrokenProxy())
+        s.user("still recording")
+    assert [m["content"] for m in read(s.path).messages][-1] == "still recording"
+    assert s.stats()["lost"] == 1
+    assert any("not recorded" in r.getMessage() for r in caplog.records), [r.getMessage() for r in caplog.records]
+    assert [p for p in validate(s.path) if p.severity == "error"] == []

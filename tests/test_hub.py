@@ -35,6 +35,8 @@ from ststrace._convert import write_trace  # noqa: E402
 from ststrace._reader import Trace  # noqa: E402
 from ststrace.cli import build_parser  # noqa: E402
 from ststrace.testing import localhost_only  # noqa: E402
+from ststrace._redact import Redactor  # noqa: E402
+from test_redact import AWS_SECRET, GH, _escaped_cases  # noqa: E402
 
 FAKE_TOKEN = "hf_" + "AbCdEfGhIjKlMnOpQrStUvWxYz01234567"  # shaped like a Hugging Face token, made up
 
@@ -516,3 +518,39 @@ def test_cli_upload_shows_at_most_20_findings_per_file(tmp_path: Path, capsys: p
     assert len(err) == 21
     assert all(line.startswith(f"ststrace upload: refused {f}:") for line in err[:20])
     assert err[20].startswith(f"ststrace upload: refused {f}: ... and ") and err[20].endswith("more problems")
+
+
+
+def test_upload_scan_sees_secrets_behind_any_number_of_escapes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file written with ``redact=False`` is refused whatever depth of JSON escaping hides a secret."""
+    password = "Pässwörter-Geheim-42"
+    monkeypatch.setenv("DB_PASSWORD", password)
+    for i, (_, raw) in enumerate(_escaped_cases(password)):
+        path = tmp_path / f"raw{i}.jsonl"
+        with Session(path, redact=False) as s:
+            s.assistant(tool_calls=[{"id": "c1", "name": "run", "arguments": raw}])
+        items = _hub.upload([path], repo="alice/t", dry_run=True)
+        assert items[0].status == "refused", (i, raw)
+
+
+def test_upload_scan_keeps_clean_escaped_text(tmp_path: Path) -> None:
+    """Escapes, Windows paths, unicode and nested JSON without secrets still pass."""
+    raw = json.dumps({"code": json.dumps({"path": "C:\\Users\\me\\new", "s": "naïve café", "n": "a\tb\\u00"})})
+    path = tmp_path / "clean.jsonl"
+    with Session(path, redact=False) as s:
+        s.assistant(tool_calls=[{"id": "c1", "name": "run", "arguments": raw}])
+        s.tool("c1", "ok")
+    assert _hub.check_file(path)[1] == []
+
+
+def test_upload_scan_survives_deep_nesting(tmp_path: Path) -> None:
+    """Header metadata nested ~1000 deep (valid) is decoded and scanned without a RecursionError."""
+    path = tmp_path / "deep.jsonl"
+    escaped = '"\\u0067' + GH[1:] + '"'
+    path.write_text(
+        '{"type":"session","harness":"h","id":"d","m":' + "[" * 1000 + escaped + "]" * 1000 + "}\n"
+        '{"type":"message","message":{"role":"user","content":"hi"}}\n'
+        '{"type":"message","message":{"role":"assistant","content":"ok","model":"m"}}\n'
+    )
+    findings = _hub.scan_secrets(path, path.read_bytes(), Redactor(env=False))
+    assert [f.kind for f in findings] == ["secret:github_token"]

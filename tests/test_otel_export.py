@@ -38,6 +38,8 @@ import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
 from ststrace.cli import main  # noqa: E402
 from ststrace.otel import SpanProcessor, export  # noqa: E402
+from test_usage_cli import _write_trace  # noqa: E402
+from test_cli import _two_traces  # noqa: E402
 
 
 class Receiver:
@@ -377,3 +379,171 @@ def test_a_sub_agent_session_keeps_its_parent_links_through_otlp_and_back(receiv
     trace = ststrace.read(tmp_path / "back" / "child-1.jsonl")
     assert trace.header["parentSessionId"] == "parent-1" and trace.header["parentToolCallId"] == "call_7"
     assert [m.get("usage") for m in trace.messages] == [m.get("usage") for m in ststrace.read(child).messages]
+
+
+
+# -- ststrace otlp sends as it builds; memory bounded by the largest span -----------
+
+
+def _long_session(path: Path, turns: int) -> Path:
+    with Session(path, id="long-1", redact=False) as s:
+        for i in range(turns):
+            s.user(f"question {i}: how is item {i} doing in the queue today?")
+            if i % 3 == 2:
+                (cid,) = s.assistant("", model="m", tool_calls=[{"name": "lookup", "arguments": {"item": i}}])
+                s.tool(cid, f"item {i} is waiting")
+            s.assistant(f"answer {i}: item {i} is fine.", model="m")
+    return path
+
+
+class _Discard:
+    """An OTLP/HTTP receiver on 127.0.0.1 that counts and drops each request."""
+
+    def __init__(self) -> None:
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.sizes: list[int] = []
+        sizes = self.sizes
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                n = int(self.headers.get("Content-Length", "0"))
+                self.rfile.read(n)
+                sizes.append(n)
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_otlp_takes_a_directory(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from ststrace.cli import main
+    from test_otel_export import Receiver  # the local OTLP receiver the export tests use
+
+    _two_traces(tmp_path / "traces")
+    receiver = Receiver()
+    try:
+        assert main(["otlp", str(tmp_path / "traces"), "--endpoint", receiver.url]) == 0
+    finally:
+        receiver.close()
+    assert len(receiver.spans()) == 4  # a root and a chat span per session
+    assert capsys.readouterr().out.startswith("sent 2 sessions (")
+
+
+def test_otlp_export_memory_does_not_grow_with_the_square_of_the_session(tmp_path: Path) -> None:
+    """1,600 messages with the whole history on every chat span (about 30 MB of spans): the
+    Python memory export() allocates at its peak stays near one request (3 MiB), not all spans."""
+    import tracemalloc
+
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from ststrace.otel import export
+
+    path = _long_session(tmp_path / "long.jsonl", 600)
+    receiver = _Discard()
+    try:
+        export(path, endpoint=receiver.url)  # warm-up: imports and first-use caches are not the export's
+        receiver.sizes.clear()
+        tracemalloc.start()
+        try:
+            result = export(path, endpoint=receiver.url, max_history_chars=None)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+    finally:
+        receiver.close()
+    sent = sum(receiver.sizes)
+    assert result.spans == 1 + 800 + 200 and sent > 25_000_000, (result, sent)
+    assert peak < 14_000_000, f"peak {peak / 1e6:.1f} MB of Python memory for {sent / 1e6:.0f} MB sent"
+
+
+def test_chat_spans_carry_the_recent_history_and_round_trip(tmp_path: Path) -> None:
+    """With a small budget each chat span holds the most recent messages that fit (and counts the
+    rest in ststrace.input.messages_omitted); read back by SpanProcessor, the session is whole."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    import ststrace
+    from ststrace._otel import export as export_module
+    from ststrace.otel import SpanProcessor
+    from test_otel_export import Receiver, rebuilt
+
+    path = _long_session(tmp_path / "long.jsonl", 40)
+    receiver = Receiver()
+    try:
+        ststrace.otel.export(path, endpoint=receiver.url, max_history_chars=2_000)
+    finally:
+        receiver.close()
+    chats = [s for s in receiver.spans() if s.name.startswith("chat")]
+    omitted = [next((a.value.int_value for a in s.attributes if a.key == "ststrace.input.messages_omitted"), 0) for s in chats]
+    sizes = [len(next(a.value.string_value for a in s.attributes if a.key == "gen_ai.input.messages")) for s in chats]
+    assert omitted[:3] == [0, 0, 0] and omitted[-1] > 50, omitted
+    assert max(sizes) <= 2_000, sizes
+    assert export_module.MAX_HISTORY_CHARS == 65_536  # the CLI's default says the same
+    from ststrace._cli.otlp import MAX_HISTORY_CHARS
+
+    assert MAX_HISTORY_CHARS == export_module.MAX_HISTORY_CHARS
+    out = tmp_path / "back"
+    processor = SpanProcessor(out)
+    for span in rebuilt(receiver.spans()):
+        processor.on_end(span)
+    processor.shutdown()
+    (back,) = out.glob("*.jsonl")
+    keep = ("role", "content", "toolCalls", "toolCallId", "model")
+    assert [{k: m[k] for k in keep if k in m} for m in ststrace.read(back).messages] == [
+        {k: m[k] for k in keep if k in m} for m in ststrace.read(path).messages
+    ]
+
+
+# -- a refused connection says nothing is listening ----------------
+
+
+def test_otlp_to_a_closed_port_says_nothing_is_listening(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import socket
+    import time
+
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from ststrace.cli import main
+
+    with socket.socket() as probe:  # a port that was free a moment ago, with nothing bound to it
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    (path,) = _two_traces(tmp_path)[:1]
+    start = time.monotonic()
+    assert main(["otlp", str(path), "--endpoint", f"http://127.0.0.1:{port}"]) == 1
+    assert time.monotonic() - start < 5  # no exporter retries for the whole timeout
+    assert capsys.readouterr().err == (
+        f"ststrace otlp: http://127.0.0.1:{port}/v1/traces: nothing is listening at 127.0.0.1:{port} "
+        "(connection refused); is the collector running?\n"
+    )
+
+
+def test_otlp_sends_a_file_whose_usage_count_is_past_64_bit_signed(tmp_path: Path) -> None:
+    """A file written elsewhere with a count of 2**63 + 5 (an int to JSON readers, too big for an
+    OTel int attribute): the other counts are sent, the batch is not lost."""
+    pytest.importorskip("opentelemetry.exporter.otlp.proto.http")
+    from ststrace.otel import export
+    from test_otel_export import Receiver
+
+    path = _write_trace(
+        tmp_path / "t.jsonl",
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "model": "m", "usage": {"input": 5, "output": 2**63 + 5}},
+    )
+    receiver = Receiver()
+    try:
+        assert export(path, endpoint=receiver.url).spans == 2
+        (chat,) = [s for s in receiver.spans() if s.name.startswith("chat")]
+    finally:
+        receiver.close()
+    attrs = {a.key: a.value.int_value for a in chat.attributes if a.key.startswith("gen_ai.usage.")}
+    assert attrs == {"gen_ai.usage.input_tokens": 5, "gen_ai.usage.output_tokens": 0}

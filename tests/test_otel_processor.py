@@ -18,6 +18,8 @@ from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 import ststrace  # noqa: E402
 from ststrace.otel import SpanProcessor  # noqa: E402
 from ststrace.testing import FakeAPI, ScriptedToolCall  # noqa: E402
+from test_decorators_helpers import valid_messages  # noqa: E402
+from test_usage import BIG  # noqa: E402
 
 SECRET = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 
@@ -623,3 +625,55 @@ def test_a_jsonl_file_as_the_directory_is_refused_at_construction(tmp_path: Path
     odd = tmp_path / "odd.jsonl"
     odd.mkdir()
     SpanProcessor(odd).shutdown()
+
+
+
+def test_otel_negative_token_count_drops_the_count_and_keeps_the_reply(tmp_path: Path) -> None:
+    """A span reporting output_tokens=-5 (and cache reads >= 2**64): the reply is recorded,
+    the bad counts are left out, and no internal error is logged (the conftest would fail the test)."""
+    import orjson
+
+    pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ststrace.otel import SpanProcessor
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path))
+    with tp.get_tracer("t").start_as_current_span("chat m", attributes={
+        "gen_ai.operation.name": "chat",
+        "gen_ai.input.messages": orjson.dumps([{"role": "user", "parts": [{"type": "text", "content": "hi"}]}]).decode(),
+        "gen_ai.output.messages": orjson.dumps([{"role": "assistant", "parts": [{"type": "text", "content": "yo"}]}]).decode(),
+        "gen_ai.usage.input_tokens": 10,
+        "gen_ai.usage.output_tokens": -5,
+        "gen_ai.usage.cache_read.input_tokens": float(BIG),
+    }):
+        pass
+    tp.shutdown()
+    (path,) = tmp_path.glob("*.jsonl")
+    user, reply = valid_messages(path)
+    assert (user["content"], reply["content"]) == ("hi", "yo")
+    assert reply["usage"] == {"input": 10, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 10}
+
+
+def test_otel_conversation_id_of_dots_gives_a_visible_file(tmp_path: Path) -> None:
+    import orjson
+
+    pytest.importorskip("opentelemetry.sdk.trace")
+    from opentelemetry.sdk.trace import TracerProvider
+
+    from ststrace.otel import SpanProcessor
+
+    tp = TracerProvider(shutdown_on_exit=False)
+    tp.add_span_processor(SpanProcessor(tmp_path))
+    for conv in ("...", ".hidden"):
+        with tp.get_tracer("t").start_as_current_span("chat", attributes={
+            "gen_ai.operation.name": "chat",
+            "gen_ai.conversation.id": conv,
+            "gen_ai.input.messages": orjson.dumps([{"role": "user", "parts": [{"type": "text", "content": conv}]}]).decode(),
+        }):
+            pass
+    tp.shutdown()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert len(names) == 2 and not any(n.startswith(".") for n in names), names
+    assert sorted(p.name for p in tmp_path.glob("*.jsonl")) == names

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from ststrace.pytest_plugin import file_name
+from test_redact import REPO, SECRET
 
 SUITE = '''
 import asyncio
@@ -284,3 +285,31 @@ def test_a_directory_used_by_two_runs_indexes_only_the_last_run(
     assert entry["file"] == "test_flip.py__test_flip-2.jsonl"
     assert lines(out / entry["file"])[1]["message"]["content"] == "run 2"
     assert entry["messages"] == 1 and "files" not in entry
+
+
+
+def test_env_secret_set_in_a_test_traced_by_the_pytest_plugin(
+    pytester: pytest.Pytester, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The issue's case: monkeypatch.setenv inside a test the plugin records."""
+    monkeypatch.setenv("PYTHONPATH", str(REPO))  # this checkout's ststrace in the subprocess
+    pytester.makepyfile(
+        test_late=f"""
+        import ststrace
+
+        @ststrace.tool
+        def read_key():
+            import os
+            return os.environ["SERVICE_API_KEY"]
+
+        def test_it(monkeypatch):
+            monkeypatch.setenv("SERVICE_API_KEY", "{SECRET}")
+            assert read_key() == "{SECRET}"
+        """
+    )
+    out = tmp_path / "out"
+    result = pytester.runpytest_subprocess(f"--ststrace={out}", "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    (trace,) = out.glob("*.jsonl")
+    text = trace.read_text()
+    assert SECRET not in text and "[REDACTED:env]" in text

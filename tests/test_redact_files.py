@@ -71,3 +71,16 @@ def test_planted_symlink_is_not_followed(tmp_path: Path, dangling: bool) -> None
         assert not target.exists()
     else:
         assert target.read_text() == "precious"
+
+
+
+# -- odd paths -----------------------------------------------------------------------
+
+
+def test_dangling_symlink_as_the_trace_directory_says_so(tmp_path: Path) -> None:
+    link = tmp_path / "traces"
+    link.symlink_to(tmp_path / "gone")
+    for kwargs in ({}, {"resume": True, "id": "x"}):
+        with pytest.raises(FileNotFoundError, match=r"traces is a symbolic link to '.*gone', which does not exist"):
+            Session(link, **kwargs).open()
+    assert not (tmp_path / "gone").exists()

@@ -701,3 +701,73 @@ def test_disabled_still_validates_arguments(tmp_path: Path, monkeypatch: pytest.
     with Session(tmp_path) as s:
         s.user("x")
     assert list(tmp_path.iterdir()) == []
+
+
+
+# -- recording after close() is counted and said, once ----------------------------
+
+
+def test_recording_after_close_logs_a_warning_once(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Both records are counted lost; the warning comes once and names the session."""
+    s = Session(tmp_path, id="closed-early")
+    with s:
+        s.user("inside")
+    caplog.set_level(logging.WARNING, logger="ststrace")
+    s.user("late 1")
+    s.assistant("late 2")
+    assert s.stats()["lost"] == 2
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING and "closed" in r.getMessage()]
+    assert len(warnings) == 1, [r.getMessage() for r in caplog.records]
+    assert "closed-early" in warnings[0].getMessage()
+    assert [m["content"] for m in read(s.path).messages] == ["inside"]
+
+
+def test_recording_into_a_session_closed_before_it_opened_logs_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Closed without ever writing: no file is made, records are counted and said once."""
+    s = Session(tmp_path, id="never-opened")
+    s.close()
+    caplog.set_level(logging.WARNING, logger="ststrace")
+    for i in range(3):
+        s.user(f"late {i}")
+    assert s.stats()["lost"] == 3
+    warnings = [r.getMessage() for r in caplog.records if "never-opened" in r.getMessage()]
+    assert len(warnings) == 1 and "closed" in warnings[0]
+    assert not s.path.exists()
+
+
+# -- resume refuses anything but a regular file, without blocking ------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_resume_refuses_a_fifo_without_blocking(tmp_path: Path) -> None:
+    """Opening a FIFO for reading blocks until a writer comes: the session must
+    not wait for one. If it does, the test unblocks it and fails."""
+    fifo = tmp_path / "trace.jsonl"
+    os.mkfifo(fifo)
+    outcome: list[BaseException | None] = []
+
+    def attempt() -> None:
+        try:
+            Session(fifo, resume=True).open().close()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    t = threading.Thread(target=attempt, daemon=True)
+    t.start()
+    t.join(5)
+    if t.is_alive():
+        fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)  # lets the blocked open return
+        os.close(fd)
+        t.join(5)
+        pytest.fail("Session(fifo, resume=True) blocked opening the FIFO")
+    assert len(outcome) == 1 and isinstance(outcome[0], ValueError), outcome
+    assert "not a regular file" in str(outcome[0]) and str(fifo) in str(outcome[0])
+
+
+def test_resume_refuses_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "dir.jsonl").mkdir()
+    with pytest.raises(ValueError, match="not a regular file"):
+        Session(tmp_path / "dir.jsonl", resume=True).open()

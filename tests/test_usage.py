@@ -18,6 +18,7 @@ from ststrace._adapters.usage import UsageAccumulator, usage_of
 from ststrace.testing import FakeAPI
 from fakeapi_fixtures import anthropic_client, async_openai_client, hf_client, openai_client
 from test_instrument_helpers import CHAT_TOOLS, MODEL, USER, chat_messages, instrumented
+from test_decorators_helpers import valid_messages
 
 CACHED = 7
 WRITTEN = 5
@@ -480,3 +481,45 @@ def test_failing_price_callable_is_logged_not_raised(tmp_path: Path, caplog: pyt
 def test_public_api_unchanged() -> None:
     """Usage needs no new public name: it is a Session / assistant() parameter."""
     assert "usage" not in ststrace.__all__
+
+
+
+# -- token counts are JSON integers, one rule everywhere --------------------------
+
+BIG = 2**64
+
+
+@pytest.mark.parametrize("bad", [BIG, 2**53, -1, 1.5, "10", True, None, [1], {"n": 1}])
+def test_assistant_usage_refuses_counts_that_are_not_json_safe_integers(tmp_path: Path, bad: Any) -> None:
+    with Session(tmp_path / "t.jsonl") as s:
+        with pytest.raises(ValueError, match=r"usage\['output'\] must be a non-negative integer of at most 2\*\*53 - 1"):
+            s.assistant("hi", usage={"input": 1, "output": bad})
+        s.assistant("ok", usage={"input": 2**53 - 1, "output": 0})
+        assert s.stats()["usage"]["input"] == 2**53 - 1
+    (msg,) = valid_messages(s.path)
+    assert msg["usage"] == {"input": 2**53 - 1, "output": 0, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 2**53 - 1}
+
+
+def test_provider_usage_with_a_huge_count_drops_that_count_not_the_reply(tmp_path: Path) -> None:
+    """An adapter (here an OpenAI-shaped dict returned from @llm) with prompt_tokens >= 2**64:
+    the count is left out as unreported; the file holds integers only and s.stats() agrees with `ststrace stats`."""
+    from ststrace.cli import main
+
+    reply = {"choices": [{"message": {"role": "assistant", "content": "r"}}],
+             "usage": {"prompt_tokens": BIG, "completion_tokens": 7}}
+    chat = llm(lambda messages: reply)
+    with Session(tmp_path / "t.jsonl") as s:
+        chat([{"role": "user", "content": "q"}])
+        totals = s.stats()["usage"]
+    (_, msg) = valid_messages(s.path)
+    assert msg["content"] == "r"
+    assert msg["usage"] == {"input": 0, "output": 7, "cacheRead": 0, "cacheWrite": 0, "totalTokens": 7}
+    assert totals == msg["usage"]
+    assert main(["stats", "--json", str(s.path)]) == 0
+
+
+def test_total_tokens_is_capped_when_the_counts_add_up_past_the_limit(tmp_path: Path) -> None:
+    with Session(tmp_path / "t.jsonl") as s:
+        s.assistant("x", usage={"input": 2**53 - 1, "output": 2**53 - 1})
+    (msg,) = valid_messages(s.path)
+    assert msg["usage"]["totalTokens"] == 2**53 - 1

@@ -13,6 +13,7 @@ import pytest
 from hub_loader import hub_detects, offline
 from ststrace import Session, tool
 from ststrace.cli import main
+from test_usage import BIG
 
 
 def make_run(directory: Path) -> tuple[Session, list[Session]]:
@@ -141,3 +142,38 @@ def test_hub_detection_still_finds_traces_with_usage(tmp_path: Path, monkeypatch
         s.user("hello")
         s.record({"role": "assistant", "content": "hi"})
     assert hub_detects(control, tmp_path / "cache3")[0] is False
+
+
+
+def _write_trace(path: Path, *messages: dict[str, Any]) -> Path:
+    import json  # not orjson: it cannot write integers of 2**64 and more
+
+    lines = [{"type": "session", "harness": "t", "id": "s1"}] + [{"type": "message", "message": m} for m in messages]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    return path
+
+
+def test_validate_and_stats_agree_on_bad_usage_counts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file written by someone else with a count as a string, a count >= 2**64 and a negative one:
+    validate reports each (file:line), stats counts only the valid ones."""
+    import orjson
+
+    from ststrace import validate
+    from ststrace.cli import main
+
+    path = _write_trace(
+        tmp_path / "t.jsonl",
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a", "model": "m", "usage": {"input": "18446744073709551616", "output": 3}},
+        {"role": "assistant", "content": "b", "model": "m", "usage": {"input": 5, "output": BIG}},
+        {"role": "assistant", "content": "c", "model": "m", "usage": {"input": -2, "output": 1}},
+        {"role": "assistant", "content": "d", "model": "m", "usage": "lots"},
+    )
+    problems = [(p.line, p.code) for p in validate(path) if p.severity == "error"]
+    assert problems == [(3, "usage-invalid"), (4, "usage-invalid"), (5, "usage-invalid"), (6, "usage-invalid")]
+    assert main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert f"{path}:4: error: usage-invalid: usage.output must be an integer from 0 to 2**53 - 1" in out
+    assert main(["stats", "--json", str(path)]) == 0
+    doc = orjson.loads(capsys.readouterr().out)
+    assert doc["files"][0]["usage"] == {"input": 5, "output": 4}

@@ -636,3 +636,53 @@ def test_records_racing_close_on_a_healthy_disk_do_not_make_close_raise(
         assert st["lost"] > 0 and st["write_errors"] == 0
         assert len(read(s.path).messages) == st["messages"]
     assert any("is closed; a record made after close()" in r.getMessage() for r in caplog.records)
+
+
+# -- an evicted descriptor is reopened only if the file is still the same ----------
+
+
+def test_evicted_descriptor_is_not_reopened_on_a_replaced_file(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """More sessions than pooled descriptors: the first session's descriptor is
+    closed. Its file is then replaced; later records must not reach the
+    replacement. They are counted lost, and the error names the file."""
+    monkeypatch.setattr(_writer._fd_pool, "limit", 4)
+    first = Session(tmp_path / "first.jsonl", flush_interval=3600).open()
+    first.user("before")
+    first.flush()
+    others = [Session(tmp_path / f"other{i}.jsonl", flush_interval=3600).open() for i in range(6)]
+    try:
+        assert first._writer is not None and first._writer._fd is None, "the first descriptor was not evicted"
+        foreign = tmp_path / "foreign.jsonl"
+        foreign.write_bytes(b"somebody else's file\n")
+        os.replace(foreign, first.path)
+        caplog.set_level(logging.WARNING, logger="ststrace")
+        first.user("after 1")
+        first.user("after 2")
+        err = None
+        try:
+            first.close()
+        except OSError as exc:
+            err = exc
+    finally:
+        for s in others:
+            s.close()
+    assert first.path.read_bytes() == b"somebody else's file\n"
+    assert first.stats()["lost"] == 2
+    assert err is not None and str(first.path) in str(err)
+    assert any("replaced" in r.getMessage() and str(first.path) in r.getMessage() for r in caplog.records)
+
+
+def test_evicted_descriptor_reopens_the_same_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The control: the file left alone is reopened and gets every record."""
+    monkeypatch.setattr(_writer._fd_pool, "limit", 4)
+    first = Session(tmp_path / "first.jsonl", flush_interval=3600).open()
+    others = [Session(tmp_path / f"other{i}.jsonl", flush_interval=3600).open() for i in range(6)]
+    assert first._writer is not None and first._writer._fd is None
+    first.user("after")
+    first.close()
+    for s in others:
+        s.close()
+    assert [m["content"] for m in read(first.path).messages] == ["after"]
+    assert first.stats()["lost"] == 0
