@@ -26,17 +26,17 @@ OAI2_TESTS := tests/frameworks/test_crewai.py tests/frameworks/test_llamaindex.p
 # google-genai<3: their tests run in .venv-google (the test-google extra).
 GOOGLE := .venv-google
 GOOGLE_STAMP := $(GOOGLE)/.ststrace-installed
-GOOGLE_TESTS := tests/test_integration_google_genai.py tests/test_replay_google.py tests/frameworks/test_google_adk.py tests/frameworks/test_langchain_google_genai.py
+GOOGLE_TESTS := tests/integrations/test_integration_google_genai.py tests/replay/test_replay_google.py tests/frameworks/test_google_adk.py tests/frameworks/test_langchain_google_genai.py
 # google-genai 3 (the latest major) and together 3.x (its rich and filelock
 # pins are below the main environment's) in .venv-side (the test-side extra).
 SIDE := .venv-side
 SIDE_STAMP := $(SIDE)/.ststrace-installed
-SIDE_TESTS := tests/test_integration_google_genai.py tests/test_replay_google.py tests/test_integration_together.py
+SIDE_TESTS := tests/integrations/test_integration_google_genai.py tests/replay/test_replay_google.py tests/integrations/test_integration_together.py
 # Arize Phoenix pins anthropic<2: its test (ststrace otlp into a real Phoenix
 # server on 127.0.0.1) runs in .venv-phoenix (the test-phoenix extra), also first.
 PHX    := .venv-phoenix
 PHX_STAMP := $(PHX)/.ststrace-installed
-PHX_TESTS := tests/test_otel_phoenix.py
+PHX_TESTS := tests/otel/test_otel_phoenix.py
 
 .PHONY: demo test bench typecheck clean
 

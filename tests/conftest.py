@@ -21,6 +21,15 @@ os.environ.setdefault(
     "STSTRACE_KEY_FILE", os.path.join(tempfile.mkdtemp(prefix="ststrace-tests-"), "id-key")
 )
 
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+# Test modules import helpers from one another by module name (`from test_redact
+# import POSITIVES`), across the stage folders: every folder is on sys.path, so
+# running one file alone works too. Basenames must therefore be unique.
+_TESTS = Path(__file__).resolve().parent
+sys.path[1:1] = [str(d) for d in sorted(_TESTS.iterdir()) if d.is_dir() and any(d.glob("test_*.py"))]
+
 import pytest  # noqa: E402
 
 from ststrace import _errors  # noqa: E402

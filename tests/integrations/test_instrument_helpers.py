@@ -106,8 +106,8 @@ INPUTS = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": USE
 
 def strip(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Messages without their timestamps (which must be present and integers),
-    token usage (whose values are checked in tests/test_usage.py) and tool
-    schemas (checked, with the message that carries them, in tests/test_tool_schemas.py)."""
+    token usage (whose values are checked in tests/core/test_usage.py) and tool
+    schemas (checked, with the message that carries them, in tests/core/test_tool_schemas.py)."""
     out = []
     for m in messages:
         m = dict(m)

@@ -35,7 +35,7 @@ from ststrace._convert import (
 )
 from ststrace.cli import build_parser
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 SAMPLES = HERE / "fixtures" / "agent-traces"
 FIXTURES = HERE / "fixtures" / "convert"
 WILD = HERE / "fixtures" / "convert-wild"

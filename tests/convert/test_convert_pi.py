@@ -21,7 +21,7 @@ from ststrace._reader import Trace
 from ststrace.cli import build_parser
 from test_convert import CLINE, GEMINI, GEMINI_RECORDINGS, LLAMA, OPENCODE, _CLINE_RESULT, _json_lines, _llama, _source_cline, _source_opencode
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 SAMPLES = HERE / "fixtures" / "agent-traces"
 FIXTURES = HERE / "fixtures" / "convert"
 WILD = HERE / "fixtures" / "convert-wild"

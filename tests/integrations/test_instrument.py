@@ -40,7 +40,7 @@ from test_instrument_helpers import (
 openai = pytest.importorskip("openai")
 from openai.resources.chat.completions.completions import AsyncCompletions, Completions  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def installed_integrations(*excluded: str) -> list[str]:

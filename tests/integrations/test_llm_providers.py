@@ -191,7 +191,7 @@ def test_provider_reply_recorded_and_tools_pair(case: str, form: str, tmp_path: 
     assert_paired(msgs)
     assistant = msgs[0]
     assert assistant["role"] == "assistant"
-    # Usage values are checked in tests/test_usage.py.
+    # Usage values are checked in tests/core/test_usage.py.
     assert {k: v for k, v in assistant.items() if k not in ("timestamp", "toolCalls", "role", "usage")} == expected
     assert assistant["toolCalls"] == EXPECTED_CALLS
     assert isinstance(assistant["timestamp"], int)

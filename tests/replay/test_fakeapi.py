@@ -584,7 +584,7 @@ def test_example_agent_runs_offline(tmp_path: Any) -> None:
     import sys
     from pathlib import Path
 
-    example = Path(__file__).resolve().parent.parent / "examples" / "openai_agent.py"
+    example = Path(__file__).resolve().parents[2] / "examples" / "openai_agent.py"
     script = (
         "import runpy, sys\n"
         "from ststrace.testing import localhost_only\n"

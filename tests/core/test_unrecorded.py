@@ -150,7 +150,7 @@ def test_never_instrumented_program_is_told(tmp_path: Path) -> None:
         "    pass\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip().endswith(
         "recorded no messages; groq is imported, but ststrace.instrument() was never called"

@@ -1,6 +1,6 @@
 """Token shapes at the breadth of gitleaks' default rules (issue 24, items 3-4).
 
-Every built-in kind has a positive here or in tests/test_redact.py; every
+Every built-in kind has a positive here or in tests/redact/test_redact.py; every
 new shape has look-alikes that must stay untouched; the README's list of
 detected secrets is generated from the detector table (``_redact.TITLES``).
 
@@ -29,7 +29,7 @@ UPPER = string.ascii_uppercase + string.digits
 LOWER = string.ascii_lowercase + string.digits
 B64 = _B62 + "+/"
 BECH32 = "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L"
-README = Path(__file__).resolve().parent.parent / "README.md"
+README = Path(__file__).resolve().parents[2] / "README.md"
 
 #: (kind, the secret, text with {} where it goes)
 BREADTH: list[tuple[str, str, str]] = [
@@ -185,7 +185,7 @@ def test_no_detector_fires_on_the_fixtures(redactor: Redactor) -> None:
     """The real sessions and converter inputs of tests/fixtures hold no secret:
     a hit there is a false positive (243 MB of site-packages text was checked
     the same way when these shapes were added; see CHANGELOG)."""
-    root = Path(__file__).resolve().parent / "fixtures"
+    root = Path(__file__).resolve().parents[1] / "fixtures"
     hits = []
     for path in sorted(root.rglob("*")):
         if path.is_file() and path.suffix in (".jsonl", ".json", ".txt", ".md"):

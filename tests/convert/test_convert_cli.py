@@ -24,8 +24,8 @@ from ststrace._convert import ConvertError, convert, convert_file, detect, write
 from ststrace._reader import Trace
 from test_convert import CC_AGENT, CC_MAIN
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "agent-traces"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "convert"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "agent-traces"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "convert"
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

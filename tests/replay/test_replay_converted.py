@@ -22,7 +22,7 @@ from test_instrument_helpers import new_trace, patched  # noqa: E402
 
 __all__ = ["patched"]
 
-FIXTURES = Path(__file__).parent / "fixtures" / "agent-traces"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "agent-traces"
 
 
 def anthropic_history(client: Any, trace: Trace) -> None:

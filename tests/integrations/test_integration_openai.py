@@ -508,7 +508,7 @@ def test_stream_closed_early_records_what_was_read(openai_sync: Any, patched: No
 # --------------------------------------------------------------------------- raw responses, parse
 
 
-# with_raw_response / with_streaming_response: tests/test_instrument_raw.py
+# with_raw_response / with_streaming_response: tests/integrations/test_instrument_raw.py
 
 
 def test_chat_parse_is_recorded(openai_sync: Any, patched: None, tmp_path: Path) -> None:

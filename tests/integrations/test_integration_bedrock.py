@@ -291,7 +291,7 @@ def test_instrument_waits_for_botocore_without_importing_it() -> None:
         "print(type(botocore.client.BaseClient.__dict__['_make_api_call']).__name__)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         cwd=Path(__file__).resolve().parents[1])
+                         cwd=Path(__file__).resolve().parents[2])
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "FunctionWrapper"
 

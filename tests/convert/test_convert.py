@@ -22,8 +22,8 @@ from ststrace._reader import Trace
 import re
 import shutil
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "agent-traces"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "convert"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "agent-traces"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "convert"
 
 
 
@@ -486,7 +486,7 @@ def test_torn_last_line_is_skipped_and_counted(tmp_path: Path) -> None:
     assert len(result.traces[0].messages) == 4
 
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]
 WILD = HERE / "fixtures" / "convert-wild"
 
 

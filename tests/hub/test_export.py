@@ -21,7 +21,7 @@ from ststrace._cli import main
 from ststrace._export import trace_row
 from ststrace._reader import Trace
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 AGENT_TRACES = FIXTURES / "agent-traces"
 TEMPLATES = FIXTURES / "chat_templates"
 

@@ -3,7 +3,7 @@
 ``MessageGuard.screen(text)`` (for text and tool-call arguments alike)
 must be True for every field the guard would change: a False lets the field
 through unscanned. These tests check that on every positive sample of
-tests/test_redact.py (so detectors added there are covered), on literals, user
+tests/redact/test_redact.py (so detectors added there are covered), on literals, user
 patterns, data URLs, caps and JSON escapes, and that the @tool and s.user()
 paths that use the screens write what the full guard would.
 """

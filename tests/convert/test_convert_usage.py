@@ -20,7 +20,7 @@ from ststrace import validate
 from ststrace._convert import convert_file
 from ststrace.cli import main
 
-SAMPLES = Path(__file__).resolve().parent / "fixtures" / "agent-traces"
+SAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "agent-traces"
 KEYS = ("input", "output", "cacheRead", "cacheWrite", "totalTokens")
 
 

@@ -208,9 +208,9 @@ def recorded_reply(path: Path) -> dict[str, Any]:
     msgs = valid_messages(path)
     replies = [m for m in msgs if m["role"] == "assistant"]
     assert len(replies) == 1
-    # Usage is left out: a stream reports it only when asked (tests/test_usage.py);
+    # Usage is left out: a stream reports it only when asked (tests/core/test_usage.py);
     # so are tool schemas: an @llm function sees only its own arguments'
-    # tools= (tests/test_tool_schemas.py).
+    # tools= (tests/core/test_tool_schemas.py).
     return {k: v for k, v in replies[0].items() if k not in ("timestamp", "usage", "tools")}
 
 

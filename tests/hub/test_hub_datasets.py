@@ -1,7 +1,7 @@
 """What the Hub's ``datasets`` loader makes of ststrace's uploads: its own JSON
 loader with agent-trace parsing (teich), as Data Studio runs it, offline, on
 ``convert --to pi`` output and on what ``upload --as pi`` / ``Session(sync_as="pi")``
-send (the fake Hub of tests/test_hub.py records the bytes)."""
+send (the fake Hub of tests/hub/test_hub.py records the bytes)."""
 
 from __future__ import annotations
 

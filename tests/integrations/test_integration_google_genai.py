@@ -358,7 +358,7 @@ def test_instrument_by_name_and_aliases() -> None:
 def test_the_example_runs_offline(tmp_path: Path) -> None:
     """examples/gemini_agent.py without a key: the fake server, a chat with
     automatic function calling, a valid trace with both calls answered."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     # No key, project or Vertex switch of the developer's: the example must take its offline path.
     env = {k: v for k, v in os.environ.items() if k != "STSTRACE_DIR" and k not in GOOGLE_ENV}
     env["NO_GCE_CHECK"] = "True"

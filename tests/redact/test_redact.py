@@ -143,7 +143,7 @@ def test_negative_is_untouched(redactor: Redactor, text: str) -> None:
 
 
 def test_every_kind_has_a_positive() -> None:
-    """The table covers built-in kinds only (tests/test_redact_breadth.py checks
+    """The table covers built-in kinds only (tests/redact/test_redact_breadth.py checks
     that this table and its own cover every one)."""
     assert {k for k, _, _ in POSITIVES} <= set(KINDS)
 
@@ -480,7 +480,7 @@ def test_numbers_survive_redaction_even_on_the_slow_path(redactor: Redactor) -> 
 
 
 GH = "ghp_" + body(36)
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _lines(path: Path) -> list[dict[str, Any]]:

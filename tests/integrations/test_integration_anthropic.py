@@ -384,7 +384,7 @@ async def test_async_dropped_stream_records_what_arrived(
     assert recorded(path) == [*INPUTS, PARTIAL]
 
 
-# with_raw_response / with_streaming_response: tests/test_instrument_raw.py
+# with_raw_response / with_streaming_response: tests/integrations/test_instrument_raw.py
 
 
 def test_opentelemetry_tracing_of_the_client_does_not_interfere(fake_api: FakeAPI, tmp_path: Path) -> None:
