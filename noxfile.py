@@ -95,7 +95,7 @@ SELECT: dict[tuple[str, str], str] = {
 
 
 def _tests(integration: str) -> list[str]:
-    return ["tests/test_versions.py", "-k", integration]
+    return ["tests/integrations/test_versions.py", "-k", integration]
 
 
 def _pytest(session: nox.Session, *args: str) -> None:
@@ -139,12 +139,12 @@ def _python310() -> str:
 
 #: The core's own tests (no client library needed).
 CORE_TESTS = [
-    "tests/test_session.py",
-    "tests/test_writer.py",
-    "tests/test_encode.py",
-    "tests/test_context_propagation.py",
-    "tests/test_reader.py",
-    "tests/test_tool_kinds.py",
+    "tests/core/test_session.py",
+    "tests/core/test_writer.py",
+    "tests/core/test_encode.py",
+    "tests/core/test_context_propagation.py",
+    "tests/reader/test_reader.py",
+    "tests/core/test_tool_kinds.py",
     "tests/test_import.py",
 ]
 
@@ -157,4 +157,4 @@ def py310(session: nox.Session) -> None:
         "-e", ".", *TEST_TOOLS, "wrapt==1.17.0", "orjson==3.9.0", "openai==3.57.0", "anthropic==2.14.0",
         "attrs", "pydantic>=2", "numpy",
     )
-    _pytest(session, *CORE_TESTS, "tests/test_versions.py")
+    _pytest(session, *CORE_TESTS, "tests/integrations/test_versions.py")

@@ -170,7 +170,7 @@ def single_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
 # orjson gives for the dicts above inside the envelope, built with one
 # %-format (about 0.4 us a line instead of 1.2). A str orjson refuses (a lone
 # surrogate) raises here: the caller then takes the dict path, whose encoder
-# has the fallbacks. tests/test_tool_lines.py checks the bytes are the same.
+# has the fallbacks. tests/core/test_tool_lines.py checks the bytes are the same.
 _dumps = orjson.dumps
 _CALL_LINE = b'{"type":"message","message":{"role":"assistant","content":"","toolCalls":[{"id":%b,"function":{"name":%b,"arguments":%b}}],"timestamp":%d}}\n'
 _RESULT_LINE = b'{"type":"message","message":{"role":"tool","content":%b,"toolCallId":%b,"timestamp":%d}}\n'

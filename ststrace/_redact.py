@@ -1184,8 +1184,8 @@ class Redactor:
         finds something in; ``None`` when there is no such list (a user regex
         may match anything). Hot paths test ``term in text`` for each (memchr
         speed) and skip :meth:`find` when none occurs: keep this in step with
-        :meth:`find` (tests/test_guard_screen.py checks it on every positive
-        sample of tests/test_redact.py)."""
+        :meth:`find` (tests/redact/test_guard_screen.py checks it on every positive
+        sample of tests/redact/test_redact.py)."""
         if self._custom:
             return None
         terms = [lit for lit, _ in self._literals]

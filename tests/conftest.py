@@ -21,6 +21,15 @@ os.environ.setdefault(
     "STSTRACE_KEY_FILE", os.path.join(tempfile.mkdtemp(prefix="ststrace-tests-"), "id-key")
 )
 
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+# Test modules import helpers from one another by module name (`from test_redact
+# import POSITIVES`), across the stage folders: every folder is on sys.path, so
+# running one file alone works too. Basenames must therefore be unique.
+_TESTS = Path(__file__).resolve().parent
+sys.path[1:1] = [str(d) for d in sorted(_TESTS.iterdir()) if d.is_dir() and any(d.glob("test_*.py"))]
+
 import pytest  # noqa: E402
 
 from ststrace import _errors  # noqa: E402
@@ -71,3 +80,13 @@ def _no_external_traffic(request: pytest.FixtureRequest) -> Iterator[None]:
         refused = list(attempts)
     if "allow_refused_network" not in request.keywords:
         assert not refused, f"test tried to reach the network beyond 127.0.0.1: {refused}"
+
+
+@pytest.fixture(autouse=True)
+def _not_an_xdist_worker_inside(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`make test` runs the suite on pytest-xdist workers, which export
+    PYTEST_XDIST_WORKER; a pytest run a test starts (pytester) would inherit it
+    and take itself for a worker."""
+    if "pytester" in request.fixturenames:
+        for var in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+            monkeypatch.delenv(var, raising=False)

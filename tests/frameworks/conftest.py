@@ -45,7 +45,7 @@ def _messages_of(path: Path) -> list[dict[str, Any]]:
         m = dict(m)
         ts = m.pop("timestamp", None)
         assert isinstance(ts, int) and ts > 1_600_000_000_000, f"bad timestamp in {m}"
-        # Token usage is the provider's count (checked in tests/test_usage.py);
+        # Token usage is the provider's count (checked in tests/core/test_usage.py);
         # here it must only be well formed where present.
         usage = m.pop("usage", None)
         assert usage is None or (m["role"] == "assistant" and isinstance(usage.get("totalTokens"), int)), m

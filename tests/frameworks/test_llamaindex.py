@@ -80,8 +80,15 @@ def _instrumented(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     # LlamaIndex's chat memory counts tokens with tiktoken, from the encodings
     # llama-index-core ships, unless TIKTOKEN_CACHE_DIR points elsewhere (then
     # tiktoken would download them).
+    import litellm  # imported now, so instrument() patches it at once
+    import tiktoken
+
+    # litellm's stream_chunk_builder counts with o200k_base, which litellm ships:
+    # load it now from that copy, so that it never depends on whether a test
+    # run earlier in this process (another xdist worker's share) loaded it.
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(Path(litellm.__file__).parent / "litellm_core_utils" / "tokenizers"))
+    tiktoken.get_encoding("o200k_base")
     monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
-    import litellm  # noqa: F401  imported now, so instrument() patches it at once
 
     with instrumented():
         assert {"litellm", "llama_index", "openai"} <= set(patched_now())
