@@ -6,12 +6,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import weakref
+
 import pytest
 from test_redact import body
 
 from ststrace import Session, _guard, _redact
 
 SECRET = "Zq8" + body(29)
+
+
+@pytest.fixture(autouse=True)
+def only_this_tests_guards(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Guards that earlier tests in this worker process still hold (a session
+    left open, a guard kept by a fixture) follow the environment too: the counts
+    here are of this test's sessions alone."""
+    monkeypatch.setattr(_guard, "_followers", weakref.WeakSet())
 
 
 @pytest.fixture()
