@@ -65,7 +65,7 @@ from .._subagents import links_for, new_child, tool_scope
 
 LIBRARY = "claude_agent_sdk"
 DISTRIBUTION = "claude-agent-sdk"
-MIN_VERSION = (0, 1)
+MIN_VERSION = (0, 2, 170)
 
 TARGETS = [
     ("claude_agent_sdk._internal.client", "InternalClient.process_query"),

@@ -41,7 +41,7 @@ from ststrace._subagents import new_child, tool_scope
 
 LIBRARY = "google.adk"
 DISTRIBUTION = "google-adk"
-MIN_VERSION = (1, 0)
+MIN_VERSION = (1, 30)
 
 _Wrapper = Any
 #: How ADK opens its relay of another agent's turn (stable across ADK versions).

@@ -6,8 +6,6 @@ model (plain and ``StreamingMode.SSE``), the sync ``Runner.run``, transfers to `
 google-adk needs google-genai<3 and tenacity below the main test environment's:
 these tests run in .venv-google (the ``test-google`` extra, ``make test``)."""
 
-from __future__ import annotations
-
 import json
 import re
 from pathlib import Path
