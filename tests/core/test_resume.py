@@ -26,7 +26,7 @@ APPEND = """
     import sys
     from ststrace import Session
     path, tag, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
-    with Session(path, id="shared", resume=True) as s:
+    with Session(path, id="resumed", resume=True) as s:
         for i in range(n):
             s.user(f"{tag}-{i}")
             s.flush()
@@ -37,7 +37,7 @@ RESUME = """
     from ststrace import Session
     path, n = sys.argv[1], int(sys.argv[2])
     for _ in range(n):
-        with Session(path, id="shared", resume=True):
+        with Session(path, id="resumed", resume=True):
             pass
     """
 
@@ -47,8 +47,8 @@ def _start(code: str, *args: str) -> subprocess.Popen[bytes]:
 
 
 def test_resumers_never_cut_the_lines_of_appending_processes(tmp_path: Path) -> None:
-    path = tmp_path / "shared.jsonl"
-    with Session(path, id="shared") as s:
+    path = tmp_path / "resumed.jsonl"
+    with Session(path, id="resumed") as s:
         s.user("start")
     n = 1500
     procs = [_start(APPEND, str(path), tag, str(n)) for tag in ("a", "b")]
