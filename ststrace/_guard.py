@@ -28,13 +28,11 @@ written unredacted (fail closed), and the error is logged.
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import hmac
 import json
 import os
-import stat
 import threading
 import types
 import weakref
@@ -46,17 +44,17 @@ import orjson
 from . import _ids
 from ._encode import dumps
 from ._env import getenv
-from ._errors import internal_error, logger
+from ._envwatch import follow, unfollow, watch_environ
+from ._errors import internal_error
+from ._keyfile import id_key
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
 from ._redact import (
     MAX_SECRET_CHARS,
-    MIN_LITERAL,
     Redactor,
     Span,
     _merge,
     apply,
     default_redactor,
-    is_secret_env_name,
     marker,
 )
 
@@ -77,10 +75,6 @@ _EXTRAS_CACHED = 32
 _EXTRA_CACHED_BYTES = 1 << 20
 _IDS_CACHED = 64
 _CACHED_CHARS = 256
-# Keys the digest of a redacted id (see _id_key); loaded on first use.
-_ID_KEY: bytes | None = None
-_ID_KEY_LOCK = threading.Lock()
-_ID_KEY_BYTES = 32
 
 # "data:;base64," and the 16 base64 characters the placeholder pattern needs.
 _MIN_DATA_URL = 29
@@ -129,11 +123,11 @@ class MessageGuard:
         self._cap: int = max_field_chars or (1 << 62)
         self._media = self.max_field_chars is not None
         #: The shared default redactor, replaced when a secret-looking
-        #: environment variable is set later (see _watch_environ).
+        #: environment variable is set later (see _envwatch).
         self._follows_env = follows_env and redactor is not None
         self._use(redactor)
         if self._follows_env:
-            _followers.add(self)
+            follow(self)
         #: Redactions so far, by kind (read it with ``dict(guard.counts)``).
         self.counts: dict[str, int] = {}
         # Reentrant: a signal handler may record while the main thread holds
@@ -171,7 +165,7 @@ class MessageGuard:
         """Its session closed: keep the redactor, no longer take later environment
         secrets (a set then costs nothing once no session is open)."""
         self._follows_env = False
-        _followers.discard(self)
+        unfollow(self)
 
     # -- public ---------------------------------------------------------------------
 
@@ -537,7 +531,7 @@ class MessageGuard:
             if new is text:
                 _remember(self._clean_ids, text, _IDS_CACHED)  # its result comes next
                 return text
-            digest = hmac.new(_id_key(), text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
+            digest = hmac.new(id_key(), text.encode("utf-8", "surrogatepass"), hashlib.blake2s).hexdigest()
             hit = (f"{new}~{digest[:12]}", counts)
             _remember(self._ids, text, _IDS_CACHED, hit)
         if hit[1]:
@@ -777,99 +771,6 @@ def _remember(cache: Any, text: str, limit: int, hit: tuple[str, dict[str, int]]
         cache[text] = hit
 
 
-def key_file() -> str:
-    """Where the machine's id key lives: ``$STSTRACE_KEY_FILE``, else
-    ``$XDG_CACHE_HOME/ststrace/id-key`` (``~/.cache/ststrace/id-key``)."""
-    given = os.environ.get("STSTRACE_KEY_FILE")
-    if given:
-        return os.path.expanduser(given)
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(cache, "ststrace", "id-key")
-
-
-def _id_key() -> bytes:
-    """The key of redacted ids' digests: the same in every process of the user
-    on the machine (so a call recorded in one process pairs with its result
-    recorded after ``resume=True`` in another, and a worker's ``parent="<id>"``
-    links), never written into a trace. A random key in a private file, made by
-    the first process that needs it: a digest of a short secret (an 8-character
-    password in an id) cannot be brute-forced without it. If the file cannot be
-    read or made, a key for this process alone, with a warning."""
-    global _ID_KEY
-    key = _ID_KEY
-    if key is not None:
-        return key
-    with _ID_KEY_LOCK:
-        if _ID_KEY is None:
-            path = key_file()
-            try:
-                _ID_KEY = _load_or_make_key(path)
-            except (OSError, ValueError) as exc:
-                logger.warning(
-                    "ststrace: cannot read or create the id key %s (%s); redacted ids will not match "
-                    "those of other processes (set STSTRACE_KEY_FILE to a writable path)",
-                    path,
-                    exc,
-                )
-                _ID_KEY = os.urandom(_ID_KEY_BYTES)
-        return _ID_KEY
-
-
-def _read_private(path: str) -> bytes:
-    """The key file's bytes, refused as ssh refuses a private key: when it is a
-    symbolic link (someone else may point it at a key they know), not a regular
-    file, another user's, or readable or writable by group or others."""
-    try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise ValueError(f"{path} is a symbolic link; refused (make it a regular file of mode 0600)") from None
-        raise
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path} is not a regular file; refused")
-        if os.name == "posix":
-            if st.st_uid != os.getuid():
-                raise ValueError(f"{path} belongs to another user (uid {st.st_uid}); refused")
-            if st.st_mode & 0o077:
-                raise ValueError(
-                    f"{path} is accessible by others (mode {stat.S_IMODE(st.st_mode):04o}); refused: chmod 600 it"
-                )
-        return f.read(4096)
-
-
-def _load_or_make_key(path: str) -> bytes:
-    for _ in range(3):
-        try:
-            key = _read_private(path)
-        except FileNotFoundError:
-            pass
-        else:
-            if len(key) < 16:
-                raise ValueError(f"{path} holds {len(key)} bytes, not a key")
-            return key
-        # Written whole under a temporary name, then linked into place: a
-        # process racing us reads a complete key or makes its own link fail.
-        directory = os.path.dirname(path) or "."
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(os.urandom(_ID_KEY_BYTES))
-            try:
-                os.link(tmp, path)
-            except FileExistsError:
-                continue  # another process made it first: read theirs
-        finally:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-    raise ValueError(f"{path} keeps changing")
-
-
 def _own_id(text: str) -> bool:
     """A tool-call id ststrace made (``call_<process prefix><counter>``): nothing to redact in it."""
     return text.startswith("call_") and text[5:17] == _ids._prefix and len(text) <= 40
@@ -903,7 +804,7 @@ def _make_screen(terms: tuple[str, ...] | None, cap: int) -> Callable[[str], boo
         return _always
     # The code depends only on how many terms there are: compiled once per
     # count, each new list of terms is one function object (a microsecond;
-    # an environment secret set later makes a new list, see _environ_set).
+    # an environment secret set later makes a new list, see _envwatch.environ_set).
     template = _screen_code(len(terms), int(cap))
     screen: Callable[[str], bool] = types.FunctionType(template.__code__, template.__globals__, "screen", terms)
     return screen
@@ -976,88 +877,8 @@ def make_guard(redact: bool | Redactor, max_field_chars: int | None = 1_000_000)
         return None
     follows = redact is True and redactor is not None
     if follows:
-        _watch_environ()
+        watch_environ()
     return MessageGuard(redactor, max_field_chars, follows_env=follows)
-
-
-# -- secrets exported after a session opened ------------------------------------------
-#
-# The default redactor knows the secret-looking environment variables as they
-# were when it was built. One set later (monkeypatch.setenv in a traced test,
-# load_dotenv() or a key fetched from a vault mid-run) must be redacted in what
-# is recorded after it appears, and the hot path must not look at the
-# environment per record: os.environ's __setitem__ (which setdefault, update,
-# load_dotenv and monkeypatch all go through) is wrapped once, and a set of a
-# secret-looking name adds that one value to the redactor of every guard that
-# follows the environment (an open session's with redact=True). The cost is
-# that of the one value, not of the environment; with no session open, one
-# emptiness test. os.putenv() alone does not change os.environ (nor what
-# Python code reads). The next Session() builds its default redactor afresh
-# from the environment (see default_redactor).
-
-_environ_watched = False
-# The guards of open sessions that follow the environment (see stop_following).
-_followers: weakref.WeakSet[MessageGuard] = weakref.WeakSet()
-# Two threads setting two secrets at once must not each drop the other's
-# value; reentrant, as a signal handler may set a variable mid-update.
-_follow_lock = threading.RLock()
-
-
-def _watch_environ() -> None:
-    global _environ_watched
-    if _environ_watched:
-        return
-    _environ_watched = True
-    cls = type(os.environ)
-    # Only the standard mapping (a test may have swapped os.environ for a dict).
-    if not isinstance(os.environ, os._Environ):
-        return
-    original = cls.__setitem__
-    if getattr(original, "_ststrace_wrapped", False):
-        return
-
-    def __setitem__(self: Any, key: Any, value: Any) -> None:
-        original(self, key, value)
-        if not _followers:
-            return
-        try:
-            _environ_set(key, value)
-        except Exception as exc:  # never the caller's problem
-            internal_error(exc, "watching the environment for secrets")
-
-    __setitem__._ststrace_wrapped = True  # type: ignore[attr-defined]
-    __setitem__.__wrapped__ = original  # type: ignore[attr-defined]
-    cls.__setitem__ = __setitem__  # type: ignore[method-assign]
-
-
-def _environ_set(key: Any, value: Any) -> None:
-    if isinstance(key, bytes):
-        key = os.fsdecode(key)
-    if isinstance(value, bytes):
-        value = os.fsdecode(value)
-    if not isinstance(key, str) or not isinstance(value, str):
-        return
-    if len(value.strip()) < MIN_LITERAL or not is_secret_env_name(key):
-        return
-    with _follow_lock:
-        # Guards share redactors (most the default one) and caps: each
-        # redactor is extended once, and each new state (redactor, screen,
-        # short) is computed once and handed to every guard that had the old one.
-        done: dict[tuple[int, int, bool], tuple[Redactor, Redactor, Callable[[str], bool], int]] = {}
-        for guard in list(_followers):
-            old = guard.redactor
-            if old is None:
-                continue
-            slot = (id(old), guard._cap, guard._media)
-            hit = done.get(slot)
-            if hit is None:
-                new = old.with_env_value(key, value)
-                if new is not old:
-                    guard._use(new)
-                hit = done[slot] = (old, new, guard.screen, guard._short)
-            elif hit[1] is not old:
-                # The order _use follows: a thread mid-call keeps what it read.
-                guard.screen, guard._short, guard.redactor = hit[2], hit[3], hit[1]
 
 
 # Every guard, so the child of a fork gets fresh locks: a thread counting a

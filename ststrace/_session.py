@@ -571,7 +571,7 @@ class Session:
         msg = {"role": "user", "content": text, "timestamp": _time_ns() // 1_000_000}
         self._direct.append(msg)
         # The guard's screen is read from the guard each time: a secret set in
-        # the environment later replaces it (see _guard._watch_environ).
+        # the environment later replaces it (see _envwatch).
         guard = self._guard
         if guard is not None and guard.screen(text):
             new = guard.text(text)

@@ -16,7 +16,8 @@ higher one):
 2. encode: ``_encode`` (orjson and its fallbacks for odd values; decides
    nothing about what a record holds, imports no other stage)
 3. text rules: ``_limits`` (size caps, media placeholders, token counts),
-   ``_redact`` (secret detectors)
+   ``_redact`` (secret detectors), ``_keyfile`` (the machine's id key),
+   ``_envwatch`` (secrets exported while sessions are open)
 4. sanitize: ``_guard`` (redaction, caps and media applied to a record's
    fields, once each), ``_text`` (user values as text, media placeholders
    applied while the value is still structured)
@@ -44,7 +45,7 @@ STAGES: list[tuple[str, set[str]]] = [
     ("foundations", {"_errors", "_env", "_context"}),
     ("writer", {"_writer", "_files"}),
     ("encode", {"_encode"}),
-    ("text rules", {"_limits", "_redact"}),
+    ("text rules", {"_limits", "_redact", "_keyfile", "_envwatch"}),
     ("sanitize", {"_guard", "_text"}),
     ("records", {"_records", "_tools", "_links", "_pairing", "_dedup"}),
     ("session", {"_session"}),

@@ -11,7 +11,7 @@ import weakref
 import pytest
 from test_redact import body
 
-from ststrace import Session, _guard, _redact
+from ststrace import Session, _envwatch, _redact
 
 SECRET = "Zq8" + body(29)
 
@@ -21,7 +21,7 @@ def only_this_tests_guards(monkeypatch: pytest.MonkeyPatch) -> None:
     """Guards that earlier tests in this worker process still hold (a session
     left open, a guard kept by a fixture) follow the environment too: the counts
     here are of this test's sessions alone."""
-    monkeypatch.setattr(_guard, "_followers", weakref.WeakSet())
+    monkeypatch.setattr(_envwatch, "_followers", weakref.WeakSet())
 
 
 @pytest.fixture()
@@ -76,7 +76,7 @@ def test_nothing_is_done_once_no_session_is_open(tmp_path: Path, monkeypatch: py
     with Session(tmp_path / "t.jsonl") as s:
         s.user("hello")
     calls: list[object] = []
-    monkeypatch.setattr(_guard, "_environ_set", lambda *a: calls.append(a))
+    monkeypatch.setattr(_envwatch, "environ_set", lambda *a: calls.append(a))
     monkeypatch.setenv("LATE_API_KEY", SECRET)
     assert calls == []
 
