@@ -379,14 +379,17 @@ class Writer:
             self.lost += 1
             if self._closed:
                 self._lost_closed += 1
-            if self._closed and not self._warned_closed:
-                self._warned_closed = True
-                logger.warning(
-                    "ststrace: %s is closed; a record made after close() was not written "
-                    "(counted in stats()['lost']; this is said once per session)",
-                    self.path,
-                )
+                self._say_closed()
             return False
+
+    def _say_closed(self) -> None:
+        if not self._warned_closed:
+            self._warned_closed = True
+            logger.warning(
+                "ststrace: %s is closed; a record made after close() was not written "
+                "(counted in stats()['lost']; this is said once per session)",
+                self.path,
+            )
 
     def _cap(self) -> int:
         """The most this buffer may hold now (see _TOTAL_BUFFER)."""
@@ -666,12 +669,14 @@ class Writer:
                 self._rest = b""
                 if self._torn:
                     self._cut_torn_line()
-            # Appended while the last write ran, or not reached before it failed.
             n = len(self._chunks)
-            if n:
+            if n and err is not None:
+                # Not reached before the write failed: lost on a failing disk.
                 self.lost += sum(c.count(b"\n") for c in self._chunks[:n])
                 del self._chunks[:n]
                 self._drained += n
+            elif n:
+                self._refuse_late(n)
             self._size = 0
             self._close_fd()
         _flusher.unregister(self)
@@ -710,7 +715,27 @@ class Writer:
     def closed(self) -> bool:
         return self._closed
 
+    def _refuse_late(self, n: int) -> None:
+        """The first *n* buffered lines came from records that passed append()'s
+        unlocked check just before close() began, and landed after its last
+        write took the buffer: refused like any record after close (counted
+        lost, not recorded, said once), and not a write failure."""
+        late = sum(c.count(b"\n") for c in self._chunks[:n])
+        del self._chunks[:n]
+        self.lost += late
+        self._lost_closed += late
+        self._say_closed()
+
     def stats(self) -> dict[str, Any]:
+        if self._closed and self._chunks and self._io_lock.acquire(blocking=False):
+            # One that landed even after close() had finished; while close()
+            # runs (it holds _io_lock), close() itself takes them.
+            try:
+                with self._lock:
+                    if self._chunks:
+                        self._refuse_late(len(self._chunks))
+            finally:
+                self._io_lock.release()
         return {
             "messages": self.records,
             "bytes": self.bytes_written,

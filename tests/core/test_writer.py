@@ -99,6 +99,48 @@ def test_close_while_other_threads_record_loses_nothing_silently(tmp_path: Path)
     assert st["lost"] > 0  # the recording went on after close
 
 
+def _land_as_a_racing_append(w: Writer, line: bytes) -> None:
+    """What append()'s fast path does once its unlocked size check has passed:
+    a thread preempted between the check and these two statements lands its
+    line whenever it runs again, here at the moment the test chooses."""
+    w._chunks.append(line)
+    w._size += len(line)
+
+
+@pytest.mark.parametrize("when", ["during the last write", "after close returned"])
+def test_a_record_landing_as_close_runs_is_counted_lost_not_recorded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture, when: str
+) -> None:
+    """It used to be counted both as recorded and as lost (stats()['messages']
+    one more than the file's lines), made close() raise WriteError on a healthy
+    disk, or, after close() had finished, stayed in the buffer uncounted."""
+    caplog.set_level(logging.WARNING, logger="ststrace")
+    s = Session(tmp_path, flush_interval=60).open()
+    s.user("before")
+    w = s._writer
+    assert w is not None
+    late = orjson.dumps({"role": "user", "content": "late"}) + b"\n"
+    if when == "during the last write":
+        real = w._write_locked
+
+        def last_write(fsync: bool, deadline: float | None = None) -> BaseException | None:
+            out = real(fsync, deadline)
+            if w.closed:
+                _land_as_a_racing_append(w, late)
+            return out
+
+        monkeypatch.setattr(w, "_write_locked", last_write)
+        s.close()  # must not raise: the disk is fine
+    else:
+        s.close()
+        _land_as_a_racing_append(w, late)
+    st = s.stats()
+    assert len(read(s.path).messages) == st["messages"] == 1
+    assert st["lost"] == 1 and st["write_errors"] == 0
+    assert not w._chunks
+    assert any("is closed; a record made after close()" in r.getMessage() for r in caplog.records)
+
+
 def test_flush_from_many_threads_at_once(tmp_path: Path) -> None:
     """Concurrent flush() calls from several threads never duplicate or split lines."""
     with Session(tmp_path, flush_interval=0.005, buffer_size=64) as s:
