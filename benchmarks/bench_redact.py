@@ -80,6 +80,44 @@ TEXTS = {
     "tool json": _two_kb(TOOL_JSON),
     "mixed": _two_kb(PROSE + "```python\n" + CODE + "```\n"),
 }
+#: About 500 characters each of what an agent's turns hold most (issue 32):
+#: code in backticks, snake_case names, paths, a test command, a URL
+#: without credentials, a git diff hunk, a stack trace. No secret.
+AGENT_TEXTS = {
+"agent code": (
+    "I found the bug in `load_config()`: `src/app/config.py` reads `max_retries` before "
+    "`retry_policy` is set, so `RetryPolicy.from_dict(data)` gets `None`. The fix moves the "
+    "`_apply_defaults(data)` call above it:\n\n```python\ndef load_config(path: str) -> Config:\n"
+    "    data = _read_yaml(path)\n    _apply_defaults(data)\n    policy = RetryPolicy.from_dict(data[\"retry_policy\"])\n"
+    "    return Config(max_retries=data[\"max_retries\"], policy=policy)\n```\n\n"
+    "Then I ran `pytest -q tests/test_config.py::test_defaults_applied_first` and it passed."
+),
+"agent command": (
+    "$ cd /home/dev/projects/web-api && git status --short\n M src/web_api/handlers/user_profile.py\n"
+    "?? tests/handlers/test_user_profile.py\n$ python -m pytest -q tests/handlers/test_user_profile.py::test_update_email -x\n"
+    "..F\n=================================== FAILURES ===================================\n"
+    "___________________________ test_update_email ___________________________\n"
+    "E   AssertionError: assert 404 == 200\nE    +  where 404 = <Response [404]>.status_code\n"
+    "1 failed, 2 passed in 0.84s\nSee https://docs.pytest.org/en/stable/how-to/failures.html for details."
+),
+"agent diff": (
+    "diff --git a/src/web_api/handlers/user_profile.py b/src/web_api/handlers/user_profile.py\n"
+    "index 3f2a91c..8b7d0e4 100644\n--- a/src/web_api/handlers/user_profile.py\n+++ b/src/web_api/handlers/user_profile.py\n"
+    "@@ -41,9 +41,11 @@ async def update_email(request: Request, user_id: int) -> Response:\n"
+    "-    user = await db.get_user(user_id)\n+    user = await db.get_user_by_id(user_id)\n"
+    "     if user is None:\n-        raise HTTPException(status_code=404)\n"
+    "+        raise HTTPException(status_code=404, detail=f\"no user {user_id}\")\n"
+    "+    new_email = payload.get(\"email\", \"\").strip().lower()\n     user.email = new_email\n"
+),
+"agent traceback": (
+    "Traceback (most recent call last):\n  File \"/usr/lib/python3.11/site-packages/uvicorn/protocols/http/h11_impl.py\", line 408, in run_asgi\n"
+    "    result = await app(self.scope, self.receive, self.send)\n"
+    "  File \"/home/dev/projects/web-api/src/web_api/handlers/user_profile.py\", line 44, in update_email\n"
+    "    user = await db.get_user(user_id)\n  File \"/home/dev/projects/web-api/src/web_api/db.py\", line 17, in get_user\n"
+    "    return await self._pool.fetchrow(SELECT_USER, user_id)\nKeyError: 'user_id'\n"
+),
+}
+
 SECRET = "sk-proj-Ab3dEf6hIj9kLmN0pQrStUvWxYz12345678abcDEFghiJKL"
 
 
@@ -99,6 +137,19 @@ def _tool_run(session: Session, text: str) -> Run:
                 fetch(i)
         finally:
             current.reset(token)
+        writer = session._writer
+        assert writer is not None
+        writer.write_out()
+
+    return run
+
+
+def _user_run(session: Session, text: str) -> Run:
+    user = session.user
+
+    def run(n: int) -> None:
+        for _ in range(n):
+            user(text)
         writer = session._writer
         assert writer is not None
         writer.write_out()
@@ -133,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     guard = MessageGuard(Redactor(env=False))
     print(f"{'content (2 KB)':<12} {'encode':>9} {'guard':>9} {'ratio':>6}   {'with a secret':>13}")
     worst = 0.0
-    for name, text in TEXTS.items():
+    for name, text in {**TEXTS, **AGENT_TEXTS}.items():
         msg = {"role": "assistant", "content": text, "model": "gpt-4o", "timestamp": 1767225600000}
         assert guard.message(msg) is msg, f"{name}: benchmark text must hold no secret"
         encode = _best(lambda: orjson.dumps(msg), args.number, args.repeat)
@@ -147,6 +198,23 @@ def main(argv: list[str] | None = None) -> int:
             f"{with_secret * 1e9:11.0f}ns"
         )
     print(f"worst ratio guard/encode: {worst:.2f} (target < 1)")
+
+    print("s.user() of ordinary agent text (about 500 characters), default redaction and redact=False:")
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in AGENT_TEXTS.items():
+            cases = {}
+            sessions = []
+            for label, redact in (("redact=False", False), ("default", True)):
+                s = Session(os.path.join(d, f"user-{name}-{redact}.jsonl"), redact=redact).open()
+                s._restore_context()
+                sessions.append(s)
+                cases[label] = _user_run(s, text)
+            t = best_of(cases, 2000, max(10, args.repeat * 3))
+            for s in sessions:
+                s.close()
+            print(f"  {name:16s} redact=False {t['redact=False'][0]:6.0f} ns, default {t['default'][0]:6.0f} ns (wall)")
+            target("3u", f"s.user() of {name} ({len(text)} chars): default / redact=False", ratio(t["default"], t["redact=False"]), 1.5)
+    print()
 
     print(f"\n{'Session.user':<12} {'redact off':>11} {'redact on':>10} {'added':>7}")
     with tempfile.TemporaryDirectory() as d:

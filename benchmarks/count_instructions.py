@@ -1,6 +1,8 @@
 """Instructions per ``@tool`` call, counted by valgrind's callgrind (issue 32).
 
 Run: ``python benchmarks/count_instructions.py [--calls 100,1100] [--case tool|tool-no-redact|tool-no-session|user]``
+(issue 32's screen: ``--case user-code|user-command|user-diff|user-traceback|result-code``, ``-off`` appended
+for ``redact=False``: bench_redact.py's texts)
 
 Runs this script under ``valgrind --tool=callgrind`` once per number of calls
 and prints the difference divided by the difference of calls, so start-up and
@@ -34,6 +36,9 @@ def _calls(case: str, n: int) -> None:
         for _ in range(n):
             search(query="weather in Paris", units="metric", limit=3)
         return
+    if case.startswith(("user-", "result-")):
+        _texts(case, n)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         with Session(path=os.path.join(tmp, "t.jsonl"), redact=case != "tool-no-redact") as s:
             search(query="warm up", units="metric", limit=1)
@@ -43,6 +48,42 @@ def _calls(case: str, n: int) -> None:
             else:
                 for _ in range(n):
                     search(query="weather in Paris", units="metric", limit=3)
+
+
+def _texts(case: str, n: int) -> None:
+    """``s.user()`` of bench_redact.py's agent text (``user-<name>``), or ``@tool``
+    returning its 2 KB code result (``result-code``); ``-off`` for ``redact=False``."""
+    sys.path.insert(0, HERE)
+    from bench_redact import AGENT_TEXTS, TEXTS
+
+    from ststrace import Session, tool
+
+    kind, _, name = case.partition("-")
+    redact = not name.endswith("-off")
+    name = name.removesuffix("-off")
+    with tempfile.TemporaryDirectory() as tmp:
+        with Session(path=os.path.join(tmp, "t.jsonl"), redact=redact) as s:
+            if kind == "user":
+                text = AGENT_TEXTS[f"agent {name}"]
+                s.user(text)
+                for _ in range(n):
+                    s.user(text)
+            else:
+                result = TEXTS[name]
+
+                @tool
+                def fetch(page: int) -> str:
+                    return result
+
+                fetch(0)
+                for i in range(n):
+                    fetch(i)
+
+
+_TEXT_CASES = [f"user-{t}{off}" for t in ("code", "command", "diff", "traceback") for off in ("", "-off")] + [
+    "result-code",
+    "result-code-off",
+]
 
 
 def _count(case: str, n: int) -> int:
@@ -68,7 +109,7 @@ def main() -> None:
         return
     parser = argparse.ArgumentParser()
     parser.add_argument("--calls", default="100,1100")
-    parser.add_argument("--case", default="tool", choices=["tool", "tool-no-redact", "tool-no-session", "user"])
+    parser.add_argument("--case", default="tool", choices=["tool", "tool-no-redact", "tool-no-session", "user", *_TEXT_CASES])
     opts = parser.parse_args()
     low, high = (int(x) for x in opts.calls.split(","))
     a, b = _count(opts.case, low), _count(opts.case, high)
