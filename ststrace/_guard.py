@@ -49,6 +49,7 @@ from ._errors import internal_error
 from ._keyfile import id_key
 from ._limits import fit, has_data_url, plan_cuts, scrub_data_urls, scrub_media, string_leaves, truncation_marker
 from ._redact import (
+    GATES,
     MAX_SECRET_CHARS,
     Redactor,
     Span,
@@ -56,6 +57,7 @@ from ._redact import (
     apply,
     default_redactor,
     marker,
+    maybe_secret,
 )
 
 FAILED = "[ststrace: field withheld: redaction failed]"
@@ -779,42 +781,57 @@ def _own_id(text: str) -> bool:
 @functools.lru_cache(maxsize=32)
 def _screen(redactor: Redactor | None, cap: int, media: bool) -> Callable[[str], bool]:
     """A guard's screen; cached, as sessions share the default redactor."""
-    base: tuple[str, ...] = (";",) if media else ()
-    found = redactor.screen_terms() if redactor is not None else ()
-    terms = None if found is None else base + found
+    if redactor is None:
+        return _make_screen((), cap, media, False, False)
+    literals = redactor.screen_literals()
+    if literals is None:  # a user regex may match anything
+        return _always
     # Redactor.find also looks behind JSON escapes (a "\\u0067hp_..." in any
     # field reads as a token once decoded), so a backslash always needs a look.
-    if terms is not None and redactor is not None:
-        terms = terms + ("\\",)
-    return _make_screen(terms, cap)
+    return _make_screen(literals, cap, media, True, redactor.builtin)
 
 
 @functools.lru_cache(maxsize=32)
-def _make_screen(terms: tuple[str, ...] | None, cap: int) -> Callable[[str], bool]:
-    """``screen(text)``: whether *text* is longer than *cap* or holds one of *terms*.
+def _make_screen(
+    terms: tuple[str, ...], cap: int, media: bool, escapes: bool, shapes: bool
+) -> Callable[[str], bool]:
+    """``screen(text)``: whether *text* is longer than *cap*, holds one of
+    *terms*, a data URL (*media*), a backslash (*escapes*) or, per
+    :data:`~ststrace._redact.maybe_secret`, a built-in shape (*shapes*).
 
-    Generated as one ``or`` chain of ``in`` tests (terms passed as default
-    arguments, never as source text): each is a memchr-speed C scan, and the
-    chain costs one Python call, several times less than a regex character
-    class on text longer than a few dozen characters. Cached: sessions that
-    share the default redactor share its screens (compiling one costs
-    tens of microseconds, too much for every ``Session()``).
+    Generated as one ``or`` chain (terms passed as default arguments, never
+    as source text): each ``in`` test is a memchr-speed C scan, and the chain
+    costs one Python call. The built-in shapes come last: ordinary text holds
+    every single character their anchors start with, so they take a few
+    scans (see maybe_secret), not an ``in`` test. Cached: sessions that share
+    the default redactor share its screens (compiling one costs tens of
+    microseconds, too much for every ``Session()``).
     """
-    if terms is None:
-        return _always
-    # The code depends only on how many terms there are: compiled once per
-    # count, each new list of terms is one function object (a microsecond;
-    # an environment secret set later makes a new list, see _envwatch.environ_set).
-    template = _screen_code(len(terms), int(cap))
-    screen: Callable[[str], bool] = types.FunctionType(template.__code__, template.__globals__, "screen", terms)
+    # The code depends only on how many terms there are and on the flags:
+    # compiled once per shape, each new list of terms is one function object
+    # (a microsecond; an environment secret set later makes a new list, see
+    # _envwatch.environ_set).
+    template = _screen_code(len(terms), int(cap), media, escapes, shapes)
+    screen: Callable[[str], bool] = types.FunctionType(
+        template.__code__, template.__globals__, "screen", (*terms, maybe_secret)
+    )
     return screen
 
 
 @functools.lru_cache(maxsize=64)
-def _screen_code(n: int, cap: int) -> Callable[..., bool]:
+def _screen_code(n: int, cap: int, media: bool, escapes: bool, shapes: bool) -> Callable[..., bool]:
     names = [f"_t{i}" for i in range(n)]
-    params = "".join(f", {name}=None" for name in names)
+    params = "".join(f", {name}=None" for name in names) + ", _maybe=None"
     tests = "".join(f" or {name} in text" for name in names)
+    if media:
+        tests += ' or (";" in text and ";base64," in text)'
+    if escapes:
+        tests += r' or "\\" in text'
+    if shapes:
+        # Text with none of the gate characters (most prose) holds no shape:
+        # memchr tests, as before, and no call.
+        gates = " or ".join(f"{g!r} in text" for g in GATES)
+        tests += f" or (({gates}) and _maybe(text))"
     namespace: dict[str, Any] = {}
     exec(f"def screen(text{params}):\n    return len(text) > {cap}{tests}\n", namespace)
     template: Callable[..., bool] = namespace["screen"]
