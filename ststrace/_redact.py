@@ -871,7 +871,7 @@ def _prefix_filter(anchor: str, prefixes: Iterable[tuple[str, str]], first: str 
         for behind, aheads in sorted(behinds.items()):
             look = "" if len(behind) == 3 else f"(?<={re.escape(behind)})"
             if "" not in aheads:
-                look += f"(?=[{''.join(sorted(aheads))}])"
+                look += f"(?={cls(set(''.join(aheads)))})"
             alts.append(look)
         return "" if "" in alts else alts[0] if len(alts) == 1 else f"(?:{'|'.join(alts)})"
 
