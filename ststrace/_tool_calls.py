@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, overload
 
@@ -21,6 +22,7 @@ from . import _context, _links, _records, _tools
 from ._context import bound_tool_call_id, current, current_tool_call
 from ._encode import dumps
 from ._errors import internal_error
+from ._ids import new_tool_call_id
 from ._generators import _Observer, _trace_agen, _trace_gen
 from ._session import Session
 from ._text import content_text, json_text
@@ -29,10 +31,15 @@ from ._wrapping import _ASYNC, _GEN, _SYNC, F, _Binder, _kind, _Wrapper
 # Bound once: set around every @tool call (sub-agent links), so lookups count.
 _enter_tool_scope = current_tool_call.set
 _leave_tool_scope = current_tool_call.reset
+_current_session = current.get
+_bound_id = bound_tool_call_id.get
+_orjson_dumps = orjson.dumps
+_time_ns = time.time_ns
+_RESULT_LINE_OWN_ID = _records.RESULT_LINE_OWN_ID
 
 
 class _ToolSpec:
-    __slots__ = ("name", "name_json", "binder", "capture_args", "capture_result", "schema")
+    __slots__ = ("name", "name_json", "binder", "capture_args", "capture_result", "schema", "call_format", "first", "lean")
 
     def __init__(
         self, func: Any, name: str | None, capture_args: bool, capture_result: bool, schema: Any = None
@@ -47,6 +54,12 @@ class _ToolSpec:
         #: The tool's definition, built once here: a call only looks the spec
         #: up in the session's set of tools recorded (see _begin_tool).
         self.schema = _tool_schema(func, self.name, schema)
+        #: The call's line with the name in place (see _records.call_line_format).
+        self.call_format = None if self.name_json is None else _records.call_line_format(self.name_json)
+        self.first = self.binder.first
+        #: Calls of this tool may take the lean path (see _lean_call) when the
+        #: session allows it: decided here, once.
+        self.lean = capture_args and capture_result and self.binder.plain and self.call_format is not None
 
 
 def _orjson_name(name: str) -> bytes | None:
@@ -115,6 +128,68 @@ def _fail_tool(spec: _ToolSpec, session: Session, call_id: str, exc: BaseExcepti
         session._tool_result(call_id, _error_text(exc))
     except Exception as err:
         internal_error(err, f"@tool {spec.name}")
+
+
+def _lean_call(spec: _ToolSpec, session: Session, append: Callable[[bytes], bool], args: Any, kwargs: Any) -> str:
+    """Record the call line of a plain function's call in the common case (no
+    bound id, no call waiting for a result, the schema recorded, the file open
+    with no tools waiting: the wrapper checked); returns the new call's id.
+
+    Everything the shape allows was decided at decoration (the binding plan,
+    the line with the name in it); per call: bind, the arguments as JSON text,
+    their screen, the line, the append."""
+    if not args:
+        bound = kwargs  # wrapt's own dict for this call: read here, never changed
+    elif not kwargs and len(args) == 1:
+        bound = {spec.first: args[0]}
+    else:
+        bound = spec.binder.bind(None, args, kwargs)
+    arguments = json_text(bound)
+    guard = session._guard
+    if guard is not None and len(arguments) >= guard._short and guard.screen(arguments):
+        arguments = guard.arguments(arguments)
+    call_id = new_tool_call_id()
+    try:
+        line = spec.call_format % (call_id.encode(), _orjson_dumps(arguments), _time_ns() // 1_000_000)  # type: ignore[operator]
+    except Exception:  # a str orjson refuses: the dict path, whose encoder has fallbacks
+        session._write(_records.single_call(call_id, spec.name, arguments))
+        return call_id
+    append(line)
+    return call_id
+
+
+def _lean_result(spec: _ToolSpec, session: Session, call_id: str, result: Any, children: list[str] | None) -> None:
+    """Record the result of a call :func:`_lean_call` began (*call_id* is one
+    ststrace made); a result that is not a string or a number, or a call that
+    ran sub-agents, goes to :func:`_finish_tool`."""
+    try:
+        kind = type(result)
+        if kind is str:
+            text = result
+        elif (kind is int or kind is float or kind is bool) and not children:
+            text = _orjson_dumps(result).decode()  # content_text's bytes; an int past 64 bits raises: below
+        else:
+            _finish_tool(spec, session, call_id, result, children)
+            return
+        if children:
+            _finish_tool(spec, session, call_id, result, children)
+            return
+        guard = session._guard
+        if guard is not None and len(text) >= guard._short and guard.screen(text):
+            text = guard.text(text)
+        # Read again: tools offered during the call wait for this record.
+        append = session._append
+        if append is not None:
+            try:
+                line = _RESULT_LINE_OWN_ID % (_orjson_dumps(text), call_id.encode(), _time_ns() // 1_000_000)
+            except Exception:
+                pass  # a str orjson refuses: the dict path below
+            else:
+                append(line)
+                return
+        session._write(_records.tool_result(call_id, text))
+    except Exception:
+        _finish_tool(spec, session, call_id, result, children)
 
 
 #: Integrations import it from here; it is a record builder (``_session`` uses it too).
@@ -251,17 +326,45 @@ def _take_bound_safely(session: Session, spec: _ToolSpec) -> tuple[str, bool] | 
 def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: bool, schema: Any = None) -> Any:
     spec = _ToolSpec(func, name, capture_args, capture_result, schema)
     kind = _kind(func)
+    lean = spec.lean
 
     if kind is _SYNC:
 
         def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            session = current.get()
+            session = _current_session()
             if session is None:
                 if _context.replayed_tools is not None:
                     found = _replayed(spec, None, instance, args, kwargs)
                     if found is not _NOT_RECORDED:
                         return found
                 return wrapped(*args, **kwargs)
+            append = session._append
+            if (
+                append is not None
+                and lean
+                and instance is None
+                and not session._pending
+                and _context.replayed_tools is None
+                and _bound_id() is None
+                and spec in session._tools_seen
+            ):
+                # The common case, decided in one test (see _lean_call).
+                try:
+                    call_id = _lean_call(spec, session, append, args, kwargs)
+                except Exception as exc:
+                    internal_error(exc, f"@tool {spec.name}")
+                    return wrapped(*args, **kwargs)
+                call = _ToolCall(session, call_id, spec)
+                scope = _enter_tool_scope(call)
+                try:
+                    result = wrapped(*args, **kwargs)
+                except BaseException as exc:
+                    _leave_tool_scope(scope)
+                    _fail_tool(spec, session, call_id, exc)
+                    raise
+                _leave_tool_scope(scope)
+                _lean_result(spec, session, call_id, result, call.children)
+                return result
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return wrapped(*args, **kwargs)
@@ -298,6 +401,22 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             # Created first: wrong arguments raise here, before anything is
             # recorded, exactly as for the undecorated function.
             coro = wrapped(*args, **kwargs)
+            append = session._append
+            if (
+                append is not None
+                and lean
+                and instance is None
+                and not session._pending
+                and _context.replayed_tools is None
+                and _bound_id() is None
+                and spec in session._tools_seen
+            ):
+                try:  # see the sync wrapper
+                    call_id = _lean_call(spec, session, append, args, kwargs)
+                except Exception as exc:
+                    internal_error(exc, f"@tool {spec.name}")
+                    return coro
+                return _run_tool_async(coro, spec, session, call_id, True)
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return coro
@@ -353,7 +472,7 @@ async def _value(value: Any) -> Any:
     return value
 
 
-async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str) -> Any:
+async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str, lean: bool = False) -> Any:
     call = _ToolCall(session, call_id, spec)
     scope = _enter_tool_scope(call)  # see the sync wrapper: sub-agent links
     try:
@@ -363,7 +482,10 @@ async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id:
         _fail_tool(spec, session, call_id, exc)
         raise
     _leave_tool_scope(scope)
-    _finish_tool(spec, session, call_id, result, call.children)
+    if lean:
+        _lean_result(spec, session, call_id, result, call.children)
+    else:
+        _finish_tool(spec, session, call_id, result, call.children)
     return result
 
 
