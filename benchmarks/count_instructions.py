@@ -131,22 +131,39 @@ def _pieces(s: Any, f: Callable[[int], int]) -> list[tuple[str, Callable[[], Any
             writer.write_out()
 
     call = _tool_calls._ToolCall(s, cid, spec)
-    return [
+    dumps, time_ns = _tool_calls._orjson_dumps, _tool_calls._time_ns
+    pieces = [
         ("  context lookups (session, bound id, replay flag)",
          lambda: (_context.current.get(), _context.bound_tool_call_id.get(), _context.replayed_tools)),
         ("  bind the arguments", lambda: spec.binder.bind(None, (5,), {})),
         ("  arguments as JSON text (json_text)", lambda: _text.json_text({"x": 5})),
         ("  a new call id", _ids.new_tool_call_id),
-        ("  the call's line (single_call_line)", lambda: _records.single_call_line(cid, spec.name_json, '{"x":5}')),
+        ("  the call's line (single_call_line: dumps of the id)",
+         lambda: _records.single_call_line(cid, spec.name_json, '{"x":5}')),
         ("  the result as text (content_text)", lambda: _text.content_text(5)),
         ("  the result's line (tool_result_line)", lambda: _records.tool_result_line(cid, "5")),
         ("  the tool scope (context set/reset)",
          lambda: _context.current_tool_call.reset(_context.current_tool_call.set(call))),
+        ("  the scope object (_ToolCall)", lambda: _tool_calls._ToolCall(s, cid, spec)),
         ("  the screen of a field (guard.screen)", lambda: guard.screen("Paris: 18 C, light rain, wind 12 km/h")),
         ("  writer: append + write out, per line", append),
-        ("  _begin_tool (bind, JSON, id, line, append)", lambda: _tool_calls._begin_tool(spec, s, None, (5,), {})),
-        ("  _finish_tool (text, line, append)", lambda: _tool_calls._finish_tool(spec, s, cid, 5, None)),
+        ("  _begin_tool (the general path: bind, JSON, id, line, append)",
+         lambda: _tool_calls._begin_tool(spec, s, None, (5,), {})),
+        ("  _finish_tool (the general path: text, line, append)",
+         lambda: _tool_calls._finish_tool(spec, s, cid, 5, None)),
     ]
+    if hasattr(_tool_calls, "_lean_call"):  # since issue 32, third round
+        pieces += [
+            ("  the call's line with the name in place (call_format %)",
+             lambda: spec.call_format % (cid.encode(), dumps('{"x":5}'), time_ns() // 1_000_000)),
+            ("  the result's line, own id (RESULT_LINE_OWN_ID %)",
+             lambda: _records.RESULT_LINE_OWN_ID % (dumps("5"), cid.encode(), time_ns() // 1_000_000)),
+            ("  _lean_call (bind, JSON, screen, id, line, append)",
+             lambda: _tool_calls._lean_call(spec, s, writer.append, (5,), {})),
+            ("  _lean_result (text, screen, line, append)",
+             lambda: _tool_calls._lean_result(spec, s, cid, 5, None)),
+        ]
+    return pieces
 
 
 def _compare_floor(tmp: str, tool: Callable[[int], int]) -> Callable[[], Any]:
