@@ -350,20 +350,20 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             ):
                 # The common case, decided in one test (see _lean_call).
                 try:
-                    call_id = _lean_call(spec, session, append, args, kwargs)
+                    own_id = _lean_call(spec, session, append, args, kwargs)
                 except Exception as exc:
                     internal_error(exc, f"@tool {spec.name}")
                     return wrapped(*args, **kwargs)
-                call = _ToolCall(session, call_id, spec)
+                call = _ToolCall(session, own_id, spec)
                 scope = _enter_tool_scope(call)
                 try:
                     result = wrapped(*args, **kwargs)
                 except BaseException as exc:
                     _leave_tool_scope(scope)
-                    _fail_tool(spec, session, call_id, exc)
+                    _fail_tool(spec, session, own_id, exc)
                     raise
                 _leave_tool_scope(scope)
-                _lean_result(spec, session, call_id, result, call.children)
+                _lean_result(spec, session, own_id, result, call.children)
                 return result
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
@@ -412,11 +412,11 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
                 and spec in session._tools_seen
             ):
                 try:  # see the sync wrapper
-                    call_id = _lean_call(spec, session, append, args, kwargs)
+                    own_id = _lean_call(spec, session, append, args, kwargs)
                 except Exception as exc:
                     internal_error(exc, f"@tool {spec.name}")
                     return coro
-                return _run_tool_async(coro, spec, session, call_id, True)
+                return _run_tool_async(coro, spec, session, own_id, True)
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return coro
