@@ -26,7 +26,8 @@ from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
 from ._ids import check_id, file_stem, new_session_id, new_tool_call_id
 from ._redact import Redactor
-from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, lock, open_resume, unlock
+from ._fds import create_exclusive, lock, open_resume, unlock
+from ._writer import DEFAULT_MAX_BUFFER, Writer
 
 _time_ns = time.time_ns
 

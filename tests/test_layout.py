@@ -11,8 +11,9 @@ higher one):
 
 0. foundations: ``_errors``, ``_env``, ``_context`` (context variables; the
    current session is typed ``Any`` there, so it needs no ``_session``)
-1. writer: ``_writer`` (the background writer), ``_files`` (file creation off
-   the event loop)
+1. writer: ``_writer`` (the buffered writer), ``_flusher`` (its background
+   thread), ``_fds`` (opening, locking and pooling descriptors), ``_files``
+   (file creation off the event loop)
 2. encode: ``_encode`` (orjson and its fallbacks for odd values; decides
    nothing about what a record holds, imports no other stage)
 3. text rules: ``_limits`` (size caps, media placeholders, token counts),
@@ -42,7 +43,7 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ststrace"
 
 STAGES: list[tuple[str, set[str]]] = [
     ("foundations", {"_errors", "_env", "_context"}),
-    ("writer", {"_writer", "_files"}),
+    ("writer", {"_writer", "_flusher", "_fds", "_files"}),
     ("encode", {"_encode"}),
     ("text rules", {"_limits", "_redact"}),
     ("sanitize", {"_guard", "_text"}),

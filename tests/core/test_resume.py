@@ -100,7 +100,7 @@ def test_the_read_and_the_cut_hold_an_exclusive_lock(tmp_path: Path, monkeypatch
 def test_a_writer_appends_under_a_shared_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The flusher's writes happen between LOCK_SH and LOCK_UN on its descriptor,
     so a resumer's exclusive lock waits for them and they for it."""
-    from ststrace import _writer
+    from ststrace import _fds
 
     events: list[tuple[str, int]] = []
     real_flock = fcntl.flock
@@ -112,7 +112,7 @@ def test_a_writer_appends_under_a_shared_lock(tmp_path: Path, monkeypatch: pytes
 
     path = tmp_path / "t.jsonl"
     with Session(path) as s:
-        monkeypatch.setattr(_writer.fcntl, "flock", flock)
+        monkeypatch.setattr(_fds.fcntl, "flock", flock)
         size = path.stat().st_size
         s.user("hello")
         s.flush()
