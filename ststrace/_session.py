@@ -4,8 +4,6 @@ that pairs tool calls with their results."""
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import os
 import threading
 import time
@@ -15,10 +13,9 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _dedup, _files, _links, _pairing, _records, _registry, _signals, _tools, _unrecorded
+from . import _context, _dedup, _files, _links, _pairing, _records, _registry, _resume, _signals, _tools, _unrecorded
 from ._encode import dumps
 from ._text import content_text
 from ._env import getenv as _getenv
@@ -26,7 +23,8 @@ from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
 from ._ids import check_id, file_stem, new_session_id, new_tool_call_id
 from ._redact import Redactor
-from ._fds import create_exclusive, lock, open_resume, unlock
+from ._fds import create_exclusive
+from ._session_checks import _check_path, _check_prices, _env_flag, _load_sync, _make_private_dirs, _note_disabled
 from ._writer import DEFAULT_MAX_BUFFER, Writer
 
 _time_ns = time.time_ns
@@ -39,10 +37,6 @@ _fingerprint = _dedup.fingerprint
 
 #: A closed session's repr() and notebook view read its file, up to this size.
 _REPR_MAX_BYTES = 16 * 1024 * 1024
-
-
-def _env_flag(name: str) -> bool:
-    return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")
 
 
 class Session:
@@ -197,7 +191,7 @@ class Session:
         if self.resume:
             _make_private_dirs(self._trace_path.parent)
         if self.resume and (self._trace_path.exists() or self._trace_path.is_symlink()):
-            fd = self._open_for_resume()
+            fd = _resume.open_for_resume(self)
             header_line = b""
         else:
             try:
@@ -250,74 +244,6 @@ class Session:
         self._append = self._writer.append if self._tools_next is None else None
         _registry.register(self)
         _signals.install()  # a no-op once installed, or off the main thread
-
-    def _open_for_resume(self) -> int:
-        if self._trace_path.is_symlink():
-            raise BadArgument(f"{self._trace_path} is a symlink; ststrace does not follow it")
-        # One descriptor, opened without blocking and checked to be a regular
-        # file, reads, cuts and appends (a FIFO would block a plain open).
-        fd = open_resume(self._trace_path)
-        try:
-            # Exclusive across the read and the cut: lines other processes
-            # append (under a shared lock) land before the read or after the cut.
-            locked = lock(fd, exclusive=True)
-            try:
-                self._read_for_resume(fd)
-            finally:
-                if locked:
-                    unlock(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    def _read_for_resume(self, fd: int) -> None:
-        with os.fdopen(os.dup(fd), "rb") as f:
-            first = f.readline()
-            try:
-                header = orjson.loads(first)
-            except orjson.JSONDecodeError:
-                header = None
-            if not (
-                isinstance(header, dict)
-                and header.get("type") == "session"
-                and isinstance(header.get("id"), str)
-                and isinstance(header.get("harness"), str)
-            ):
-                raise BadArgument(f"{self._trace_path}:1: not an STS session header; cannot resume this file")
-            # The header holds the id as redaction left it.
-            if self._given_id is not None and header["id"] != self._shown_id:
-                raise BadArgument(
-                    f"{self._trace_path}: session id is {self._guard.ident(header['id']) if self._guard is not None else header['id']!r}, "
-                    f"not {self._shown_id!r}; cannot resume"
-                )
-            self.id = self._shown_id = header["id"]
-            if "name" in header and self.name is None and isinstance(header["name"], str):
-                self.name = header["name"]
-            good_end = len(first) if first.endswith(b"\n") else 0
-            offset = len(first)
-            for line in f:
-                offset += len(line)
-                if not line.endswith(b"\n"):
-                    break
-                good_end = offset
-                self._replay(line)
-        size = os.fstat(fd).st_size
-        if good_end < size:
-            # A crash left a torn last line: cut it so appended lines stay valid.
-            logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self._trace_path)
-            os.ftruncate(fd, good_end)
-
-    def _replay(self, line: bytes) -> None:
-        """Rebuild the pending tool calls of a resumed session from its file."""
-        try:
-            env = orjson.loads(line)
-            msg = env.get("message") if isinstance(env, dict) else None
-            if not isinstance(msg, dict):
-                return
-            _pairing.replay(self._pending, msg)
-        except Exception:
-            return
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -960,70 +886,6 @@ def current_session() -> Session | None:
     """The session that recording calls in this context go to, or ``None``."""
     session: Session | None = _context.current.get()
     return session
-
-
-def _check_prices(prices: Any) -> Any:
-    if prices is None:
-        return None
-    from ._adapters.usage import check_prices
-
-    return check_prices(prices)
-
-
-def _make_private_dirs(directory: Path) -> None:
-    """Create *directory* and any missing parents, each 0700 (traces hold prompts)."""
-    missing: list[Path] = []
-    d = directory
-    while not d.exists():
-        if d.is_symlink():
-            # mkdir would fail with FileExistsError, which reads as "the trace exists".
-            raise FileNotFoundError(
-                f"{d} is a symbolic link to {os.readlink(d)!r}, which does not exist; "
-                "create that directory or give the session another path"
-            )
-        missing.append(d)
-        if d.parent == d:
-            break
-        d = d.parent
-    for d in reversed(missing):
-        d.mkdir(mode=0o700, exist_ok=True)
-
-
-_disabled_noted = False
-
-
-def _check_path(arg: str | os.PathLike[str]) -> None:
-    """A path with a suffix is a ``.jsonl`` file or an existing directory:
-    ``Session("trace.json")`` would otherwise make a directory of that name."""
-    text = os.fspath(arg)
-    suffix = os.path.splitext(text.rstrip("/" + os.sep))[1]
-    if suffix and suffix != ".jsonl" and not os.path.isdir(text):
-        raise BadArgument(
-            f"Session path {text!r}: give a directory (the file is named after the session id) "
-            f"or a file ending in .jsonl, such as {os.path.splitext(text)[0] + '.jsonl'!r}"
-        )
-
-
-def _note_disabled() -> None:
-    global _disabled_noted
-    if not _disabled_noted:
-        _disabled_noted = True
-        logger.info("ststrace: STSTRACE_DISABLED is set; sessions record nothing and write no file")
-
-
-def _load_sync(sync_to: str) -> None:
-    """Fail at construction, not at close, when ``sync_to`` cannot work."""
-    if not isinstance(sync_to, str) or not sync_to:
-        raise BadArgument(f"sync_to must be a non-empty string such as 'hf://datasets/USER/NAME', not {sync_to!r}")
-    if importlib.util.find_spec("huggingface_hub") is None:
-        raise ImportError(
-            "Session(sync_to=...) uploads with huggingface_hub, which is not installed: "
-            "pip install 'ststrace[hub]'"
-        )
-    # The hub module registers its after-close upload on import; importing it by
-    # name keeps the arrows one way (_hub imports the registry, not the reverse).
-    hub = importlib.import_module("ststrace._hub")
-    hub.parse_target(to=sync_to)
 
 
 def close_all() -> None:

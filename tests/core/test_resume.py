@@ -74,9 +74,9 @@ def test_the_read_and_the_cut_hold_an_exclusive_lock(tmp_path: Path, monkeypatch
     with open(path, "ab") as f:
         f.write(b'{"type": "message", "mess')
     seen: list[bool] = []
-    from ststrace import _session
+    from ststrace import _resume
 
-    real = _session.Session._replay
+    real = _resume._replay
 
     def probe(self: Session, line: bytes) -> None:
         fd = os.open(path, os.O_RDONLY)
@@ -90,7 +90,7 @@ def test_the_read_and_the_cut_hold_an_exclusive_lock(tmp_path: Path, monkeypatch
             os.close(fd)
         real(self, line)
 
-    monkeypatch.setattr(_session.Session, "_replay", probe)
+    monkeypatch.setattr(_resume, "_replay", probe)
     with Session(path, id="t", resume=True) as s:
         s.user("three")
     assert seen == [True, True]
