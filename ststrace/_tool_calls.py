@@ -18,11 +18,10 @@ from typing import Any, Callable, Iterator, Mapping, overload
 
 import orjson
 
-from . import _context, _links, _records, _tools
+from . import _context, _ids, _links, _records, _tools
 from ._context import bound_tool_call_id, current, current_tool_call
 from ._encode import dumps
 from ._errors import internal_error
-from ._ids import new_tool_call_id
 from ._generators import _Observer, _trace_agen, _trace_gen
 from ._session import Session
 from ._text import content_text, json_text
@@ -148,7 +147,7 @@ def _lean_call(spec: _ToolSpec, session: Session, append: Callable[[bytes], bool
     guard = session._guard
     if guard is not None and len(arguments) >= guard._short and guard.screen(arguments):
         arguments = guard.arguments(arguments)
-    call_id = new_tool_call_id()
+    call_id = next(_ids.call_ids)  # new_tool_call_id() without its frame; read each time: reseeded after fork
     try:
         line = spec.call_format % (call_id.encode(), _orjson_dumps(arguments), _time_ns() // 1_000_000)  # type: ignore[operator]
     except Exception:  # a str orjson refuses: the dict path, whose encoder has fallbacks
