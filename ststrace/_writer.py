@@ -88,6 +88,17 @@ _slice = _Slice()
 class Writer:
     """Append-only line writer for one trace file."""
 
+    # Slots: append() reads and writes a few of these on every record, and an
+    # instance with this many attributes in a __dict__ gets the slower
+    # dict-hinted attribute access (more than 30 keys are not shared).
+    __slots__ = (
+        "path", "flush_interval", "buffer_size", "durable", "max_buffer", "_fd", "_lock", "_space",
+        "_io_lock", "_chunks", "_size", "_rest", "_drained", "_waiting", "_wake_sent", "_limit",
+        "_wake_threshold", "_wake_at", "_last_write", "_failing", "_last_error", "_error_logged",
+        "_closed", "_close_job", "_warned_closed", "_lost_closed", "_file_id", "_replaced", "_torn",
+        "_pid", "bytes_written", "flushes", "write_errors", "lost", "__weakref__",
+    )
+
     def __init__(
         self,
         path: Path,
