@@ -24,9 +24,11 @@ higher one):
 5. records: ``_records`` (pure builders), ``_tools`` (tool schemas),
    ``_links`` (sub-agent header links), ``_pairing`` (tool calls waiting for
    results), ``_dedup`` (the conversation across turns)
-6. session: ``_session`` (lifecycle and the recording methods), ``_resume``
-   (reading a trace to append to it), ``_session_checks`` (the arguments and
-   the path, checked before anything is opened)
+6. session: ``_session`` (lifecycle and the recording methods),
+   ``_session_calls`` (its base class: what decorators and integrations call
+   on a session), ``_resume`` (reading a trace to append to it),
+   ``_session_checks`` (the arguments and the path, checked before anything
+   is opened)
 7. call: ``_decorators`` (re-exports the next five), ``_wrapping`` (the wrapt
    proxy, function kinds, argument binding), ``_generators`` (generator
    tracing), ``_tool_calls`` (``@tool``), ``_llm_calls`` (``@llm``),
@@ -50,7 +52,7 @@ STAGES: list[tuple[str, set[str]]] = [
     ("text rules", {"_limits", "_redact"}),
     ("sanitize", {"_guard", "_text"}),
     ("records", {"_records", "_tools", "_links", "_pairing", "_dedup"}),
-    ("session", {"_session", "_resume", "_session_checks"}),
+    ("session", {"_session", "_session_calls", "_resume", "_session_checks"}),
     ("call", {"_decorators", "_wrapping", "_generators", "_tool_calls", "_llm_calls", "_executor", "_subagents"}),
     ("instrumentation", {"_instrument", "integrations"}),
 ]
