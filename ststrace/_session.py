@@ -164,6 +164,9 @@ class Session(_SessionCalls):
         #: Tool definitions waiting for the next message, which carries them.
         self._tools_next: list[dict[str, Any]] | None = None
         self._tools_unwritten = 0
+        #: Sub-agent sessions opened inside a @tool call of the lean path, by
+        #: call id (see _links.links_for); taken when the call ends.
+        self._call_children: dict[str, list[str]] = {}
 
     # -- path and file ----------------------------------------------------
 

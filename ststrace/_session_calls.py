@@ -29,6 +29,7 @@ class _SessionCalls:
     _pending: OrderedDict[str, _pairing.Call]
     _guard: MessageGuard | None
     _append: Callable[[bytes], bool] | None
+    _call_children: dict[str, list[str]]
     # What _dedup reads (its InputState).
     _conversations: deque[list[int]]
     _stateful_turns: deque[tuple[str, tuple[int, ...]]]

@@ -353,16 +353,20 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
                 except Exception as exc:
                     internal_error(exc, f"@tool {spec.name}")
                     return wrapped(*args, **kwargs)
-                call = _ToolCall(session, own_id, spec)
-                scope = _enter_tool_scope(call)
+                # The running call as a (session, id) tuple: sessions opened
+                # inside link to it; their ids land in session._call_children.
+                scope = _enter_tool_scope((session, own_id))
                 try:
                     result = wrapped(*args, **kwargs)
                 except BaseException as exc:
                     _leave_tool_scope(scope)
+                    if session._call_children:
+                        session._call_children.pop(own_id, None)
                     _fail_tool(spec, session, own_id, exc)
                     raise
                 _leave_tool_scope(scope)
-                _lean_result(spec, session, own_id, result, call.children)
+                _lean_result(spec, session, own_id, result,
+                             session._call_children.pop(own_id, None) if session._call_children else None)
                 return result
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
@@ -415,7 +419,7 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
                 except Exception as exc:
                     internal_error(exc, f"@tool {spec.name}")
                     return coro
-                return _run_tool_async(coro, spec, session, own_id, True)
+                return _run_lean_async(coro, spec, session, own_id)
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return coro
@@ -471,7 +475,7 @@ async def _value(value: Any) -> Any:
     return value
 
 
-async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str, lean: bool = False) -> Any:
+async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str) -> Any:
     call = _ToolCall(session, call_id, spec)
     scope = _enter_tool_scope(call)  # see the sync wrapper: sub-agent links
     try:
@@ -481,10 +485,24 @@ async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id:
         _fail_tool(spec, session, call_id, exc)
         raise
     _leave_tool_scope(scope)
-    if lean:
-        _lean_result(spec, session, call_id, result, call.children)
-    else:
-        _finish_tool(spec, session, call_id, result, call.children)
+    _finish_tool(spec, session, call_id, result, call.children)
+    return result
+
+
+async def _run_lean_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str) -> Any:
+    """:func:`_run_tool_async` for a call :func:`_lean_call` began (see the sync wrapper)."""
+    scope = _enter_tool_scope((session, call_id))
+    try:
+        result = await coro
+    except BaseException as exc:
+        _leave_tool_scope(scope)
+        if session._call_children:
+            session._call_children.pop(call_id, None)
+        _fail_tool(spec, session, call_id, exc)
+        raise
+    _leave_tool_scope(scope)
+    _lean_result(spec, session, call_id, result,
+                 session._call_children.pop(call_id, None) if session._call_children else None)
     return result
 
 
