@@ -12,7 +12,8 @@ the ``tool-int`` cases are ``compare.py``'s ``tool(x)`` returning ``x``.
 
 ``--stages``: one valgrind run, each stage a loop of calls between two
 ``os.getppid()`` calls (``--dump-before=getppid`` closes a profile part at
-each), so the parts are the stages. A stage is a zero-argument function
+each), so the parts are the stages; before each stage, a part of its own
+writes every buffer out. A stage is a zero-argument function
 called ``--n`` times after ``--n // 10`` warm-up calls; the count of an empty
 function is subtracted. The whole calls (``@tool`` in a session) include
 whatever the background flusher did meanwhile; "append + write out" is the
@@ -131,7 +132,11 @@ def _pieces(s: Any, f: Callable[[int], int]) -> list[tuple[str, Callable[[], Any
             writer.write_out()
 
     call = _tool_calls._ToolCall(s, cid, spec)
-    dumps, time_ns = _tool_calls._orjson_dumps, _tool_calls._time_ns
+    import time
+
+    import orjson
+
+    dumps, time_ns = orjson.dumps, time.time_ns
     pieces = [
         ("  context lookups (session, bound id, replay flag)",
          lambda: (_context.current.get(), _context.bound_tool_call_id.get(), _context.replayed_tools)),
@@ -184,8 +189,18 @@ def _stages(n: int, labels_path: str) -> None:
     for _label, fn in stages:
         for _ in range(max(n // 10, 10)):
             fn()
+    try:
+        from ststrace._flusher import _flusher
+    except ImportError:  # before issue 32's split (to count an older tree)
+        from ststrace._writer import _flusher  # type: ignore[attr-defined,no-redef]
+
     for _label, fn in stages:
+        # A part of its own: every buffer written out, so no stage pays for
+        # the lines of the one before it.
         os.getppid()  # closes the part before: see --stages above
+        for w in _flusher.writers():
+            w.write_out()
+        os.getppid()
         for _ in range(n):
             fn()
     os.getppid()
@@ -209,8 +224,8 @@ def _count_stages(n: int) -> None:
                 parts[int(m.group(1))] = int(total.group(1)) if total else 0
         with open(os.path.join(tmp, "labels")) as fh:
             labels = fh.read().split("\n")
-    # Part 1 is start-up; part k + 2 is stage k.
-    counts = [parts.get(k + 2, 0) / n for k in range(len(labels))]
+    # Part 1 is start-up; part 2k + 2 writes the buffers out, 2k + 3 is stage k.
+    counts = [parts.get(2 * k + 3, 0) / n for k in range(len(labels))]
     base = counts[0]
     print(f"instructions per call, {n} calls per stage, PYTHONHASHSEED=0:")
     for label, c in zip(labels, counts):
