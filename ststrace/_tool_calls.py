@@ -159,18 +159,20 @@ def _lean_call(spec: _ToolSpec, session: Session, append: Callable[[bytes], bool
 
 def _lean_result(spec: _ToolSpec, session: Session, call_id: str, result: Any, children: list[str] | None) -> None:
     """Record the result of a call :func:`_lean_call` began (*call_id* is one
-    ststrace made); a result that is not a string or a number, or a call that
-    ran sub-agents, goes to :func:`_finish_tool`."""
+    ststrace made); a result that is not a string or a number, a call that ran
+    sub-agents, or a failure here goes to :func:`_finish_tool` (which logs
+    what fails there)."""
     try:
         kind = type(result)
-        if kind is str:
+        if children:
+            text = None
+        elif kind is str:
             text = result
-        elif (kind is int or kind is float or kind is bool) and not children:
+        elif kind is int or kind is float or kind is bool:
             text = _orjson_dumps(result).decode()  # content_text's bytes; an int past 64 bits raises: below
         else:
-            _finish_tool(spec, session, call_id, result, children)
-            return
-        if children:
+            text = None
+        if text is None:
             _finish_tool(spec, session, call_id, result, children)
             return
         guard = session._guard
