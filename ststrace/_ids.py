@@ -69,14 +69,19 @@ def file_stem(shown_id: str) -> str:
 # sessions without calling os.urandom on every tool call.
 _prefix = os.urandom(6).hex()
 _counter = itertools.count(1)
+#: The ids themselves, made in C (``next`` of a map of ``str.__mod__`` over
+#: the counter: atomic under the GIL; a fifth fewer instructions than an
+#: f-string with a format spec). Replaced in the child of a fork.
+call_ids = map(f"call_{_prefix}%06x".__mod__, _counter)
 
 
 def _reseed_after_fork() -> None:
-    global _prefix, _counter, _uuid7_lock
+    global _prefix, _counter, _uuid7_lock, call_ids
     # A thread that held the lock at fork time does not exist in the child.
     _uuid7_lock = threading.Lock()
     _prefix = os.urandom(6).hex()
     _counter = itertools.count(1)
+    call_ids = map(f"call_{_prefix}%06x".__mod__, _counter)
 
 
 if hasattr(os, "register_at_fork"):
@@ -84,4 +89,4 @@ if hasattr(os, "register_at_fork"):
 
 
 def new_tool_call_id() -> str:
-    return f"call_{_prefix}{next(_counter):06x}"
+    return next(call_ids)

@@ -103,13 +103,27 @@ def links_for(child: Any, parent: Any) -> dict[str, str]:
     if parent is child:
         return {}
     links = {"parentSessionId": str(parent.id)}
-    scope: _ScopeLike | None = current_tool_call.get()
+    running = current_tool_call.get()
+    if type(running) is tuple:
+        # @tool's lean path: (session, call id); the session keeps the
+        # children by call id (a tuple costs a quarter of a scope object).
+        if running[0] is parent:
+            links["parentToolCallId"] = running[1]
+            parent._call_children.setdefault(running[1], []).append(child.id)  # safe from any thread
+        return links
+    scope: _ScopeLike | None = running
     if scope is not None and scope.session is parent:
         links["parentToolCallId"] = scope.call_id
         if scope.children is None:
             scope.children = []
         scope.children.append(child.id)  # list.append: safe from any thread
     return links
+
+
+def scope_session(scope: Any) -> Any:
+    """The session of a running tool call's scope (a scope object, or the
+    ``(session, call id)`` tuple of ``@tool``'s lean path)."""
+    return scope[0] if type(scope) is tuple else scope.session
 
 
 def mention(children: list[str]) -> str:

@@ -187,6 +187,20 @@ def tool_result_line(tool_call_id: str, content: str) -> bytes:
     return _RESULT_LINE % (_dumps(content), _dumps(tool_call_id), _time_ns() // 1_000_000)
 
 
+# @tool's lean path (see _tool_calls._lean_call): the same two lines with the
+# tool's name put in at decoration and the id written as it is, for an id
+# ststrace made (``call_`` and hex digits: nothing JSON would escape).
+_CALL_HEAD = b'{"type":"message","message":{"role":"assistant","content":"","toolCalls":[{"id":"'
+#: ``% (own id as bytes, orjson.dumps(content), ms)``
+RESULT_LINE_OWN_ID = b'{"type":"message","message":{"role":"tool","content":%b,"toolCallId":"%b","timestamp":%d}}\n'
+
+
+def call_line_format(name_json: bytes) -> bytes:
+    """A tool's call line, its name in place: ``% (own id as bytes,
+    orjson.dumps(arguments text), ms)`` gives :func:`single_call_line`'s bytes."""
+    return _CALL_HEAD + b'%b","function":{"name":' + name_json.replace(b"%", b"%%") + b',"arguments":%b}}],"timestamp":%d}}\n'
+
+
 def check_message(raw: Any) -> dict[str, Any]:
     """Validate a raw STS message given to ``Session.record``; returns a clean copy."""
     if not isinstance(raw, Mapping):

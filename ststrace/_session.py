@@ -4,8 +4,6 @@ that pairs tool calls with their results."""
 from __future__ import annotations
 
 import asyncio
-import importlib
-import importlib.util
 import os
 import threading
 import time
@@ -13,20 +11,22 @@ import weakref
 from collections import OrderedDict, deque
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping
 
-import orjson
 from orjson import dumps as _orjson_dumps
 
-from . import _context, _dedup, _files, _links, _pairing, _records, _registry, _signals, _tools, _unrecorded
+from . import _context, _dedup, _files, _links, _pairing, _records, _registry, _resume, _signals, _tools, _unrecorded
 from ._encode import dumps
 from ._text import content_text
 from ._env import getenv as _getenv
 from ._errors import BadArgument, WriteError, internal_error, logger
 from ._guard import make_guard
-from ._ids import check_id, file_stem, new_session_id, new_tool_call_id
+from ._ids import check_id, file_stem, new_session_id
 from ._redact import Redactor
-from ._writer import DEFAULT_MAX_BUFFER, Writer, create_exclusive, lock, open_resume, unlock
+from ._fds import create_exclusive
+from ._session_calls import _SessionCalls
+from ._session_checks import _check_path, _check_prices, _env_flag, _load_sync, _make_private_dirs, _note_disabled
+from ._writer import DEFAULT_MAX_BUFFER, Writer
 
 _time_ns = time.time_ns
 
@@ -40,11 +40,7 @@ _fingerprint = _dedup.fingerprint
 _REPR_MAX_BYTES = 16 * 1024 * 1024
 
 
-def _env_flag(name: str) -> bool:
-    return (_getenv(name) or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-class Session:
+class Session(_SessionCalls):
     """One agent run, written as one STS JSONL file.
 
     Use ``with Session(...) as s:`` or ``async with``; decorated functions and
@@ -168,6 +164,9 @@ class Session:
         #: Tool definitions waiting for the next message, which carries them.
         self._tools_next: list[dict[str, Any]] | None = None
         self._tools_unwritten = 0
+        #: Sub-agent sessions opened inside a @tool call of the lean path, by
+        #: call id (see _links.links_for); taken when the call ends.
+        self._call_children: dict[str, list[str]] = {}
 
     # -- path and file ----------------------------------------------------
 
@@ -196,7 +195,7 @@ class Session:
         if self.resume:
             _make_private_dirs(self._trace_path.parent)
         if self.resume and (self._trace_path.exists() or self._trace_path.is_symlink()):
-            fd = self._open_for_resume()
+            fd = _resume.open_for_resume(self)
             header_line = b""
         else:
             try:
@@ -249,74 +248,6 @@ class Session:
         self._append = self._writer.append if self._tools_next is None else None
         _registry.register(self)
         _signals.install()  # a no-op once installed, or off the main thread
-
-    def _open_for_resume(self) -> int:
-        if self._trace_path.is_symlink():
-            raise BadArgument(f"{self._trace_path} is a symlink; ststrace does not follow it")
-        # One descriptor, opened without blocking and checked to be a regular
-        # file, reads, cuts and appends (a FIFO would block a plain open).
-        fd = open_resume(self._trace_path)
-        try:
-            # Exclusive across the read and the cut: lines other processes
-            # append (under a shared lock) land before the read or after the cut.
-            locked = lock(fd, exclusive=True)
-            try:
-                self._read_for_resume(fd)
-            finally:
-                if locked:
-                    unlock(fd)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
-
-    def _read_for_resume(self, fd: int) -> None:
-        with os.fdopen(os.dup(fd), "rb") as f:
-            first = f.readline()
-            try:
-                header = orjson.loads(first)
-            except orjson.JSONDecodeError:
-                header = None
-            if not (
-                isinstance(header, dict)
-                and header.get("type") == "session"
-                and isinstance(header.get("id"), str)
-                and isinstance(header.get("harness"), str)
-            ):
-                raise BadArgument(f"{self._trace_path}:1: not an STS session header; cannot resume this file")
-            # The header holds the id as redaction left it.
-            if self._given_id is not None and header["id"] != self._shown_id:
-                raise BadArgument(
-                    f"{self._trace_path}: session id is {self._guard.ident(header['id']) if self._guard is not None else header['id']!r}, "
-                    f"not {self._shown_id!r}; cannot resume"
-                )
-            self.id = self._shown_id = header["id"]
-            if "name" in header and self.name is None and isinstance(header["name"], str):
-                self.name = header["name"]
-            good_end = len(first) if first.endswith(b"\n") else 0
-            offset = len(first)
-            for line in f:
-                offset += len(line)
-                if not line.endswith(b"\n"):
-                    break
-                good_end = offset
-                self._replay(line)
-        size = os.fstat(fd).st_size
-        if good_end < size:
-            # A crash left a torn last line: cut it so appended lines stay valid.
-            logger.warning("ststrace: %s ended in a torn line; cut it off before resuming", self._trace_path)
-            os.ftruncate(fd, good_end)
-
-    def _replay(self, line: bytes) -> None:
-        """Rebuild the pending tool calls of a resumed session from its file."""
-        try:
-            env = orjson.loads(line)
-            msg = env.get("message") if isinstance(env, dict) else None
-            if not isinstance(msg, dict):
-                return
-            _pairing.replay(self._pending, msg)
-        except Exception:
-            return
 
     # -- lifecycle ----------------------------------------------------------
 
@@ -776,157 +707,6 @@ class Session:
                 "; further ones are only counted" if self._dropped == _MAX_DROP_WARNINGS else "",
             )
 
-    # -- internals for decorators and integrations --------------------------------
-
-    def _record_assistant(self, msg: dict[str, Any]) -> None:
-        # Before _emit (which may redact): what the model said, as the next
-        # call's history will hold it (see _dedup.after_new_reply).
-        self._replies.append(_dedup.fingerprint(msg))
-        calls = msg.get("toolCalls")
-        if calls:
-            with self._state_lock:
-                self._register_calls(calls)
-        if "usage" in msg:
-            self._record_usage(msg)
-        self._emit(msg)
-
-    def _record_usage(self, msg: dict[str, Any]) -> None:
-        """Drop the reply's token usage (``usage=False``), or price it
-        (``prices=``) and add it to the session's totals."""
-        if not self._keep_usage:
-            del msg["usage"]
-            return
-        usage = msg["usage"]
-        if self._prices is not None and "cost" not in usage:
-            from ._adapters.usage import cost_of
-
-            try:
-                cost = cost_of(usage, msg.get("model"), self._prices)
-            except Exception as exc:  # the user's price callable
-                logger.warning("ststrace: prices for model %r failed: %r; usage recorded without cost", msg.get("model"), exc)
-                cost = None
-            if cost is not None:
-                usage = msg["usage"] = {**usage, "cost": cost}
-        with self._state_lock:
-            totals = self._usage_total
-            for key, value in usage.items():
-                if key == "cost":
-                    totals["cost"] = totals.get("cost", 0.0) + float(value.get("total", 0.0))
-                elif isinstance(value, int):
-                    totals[key] = totals.get(key, 0) + value
-
-    def _register_calls(self, calls: Iterable[Mapping[str, Any]]) -> None:
-        _pairing.register(self._pending, calls)
-
-    def _claim_tool_call(self, name: str, candidates: Iterable[Any]) -> str | None:
-        """Pick the pending call a @tool invocation answers, and mark it answered
-        (see ``_pairing.claim``)."""
-        if not self._pending:
-            return None  # the common case (no model call asked for it): no lock, no copy
-        with self._state_lock:
-            return _pairing.claim(self._pending, name, candidates)
-
-    def _answer(self, tool_call_id: str) -> bool:
-        """Mark *tool_call_id* answered; False if it was not waiting for a result."""
-        with self._state_lock:
-            return _pairing.answer(self._pending, tool_call_id)
-
-    def _tool_call_then_result(
-        self, name: str, arguments: str, call_id: str | None = None, name_json: bytes | None = None
-    ) -> str:
-        """Record an assistant message with one tool call nobody asked for; return its id.
-
-        *call_id* keeps an id the caller already has (one bound with
-        ``tool_call_id`` for a model call this session never saw); *name_json*
-        is *name* encoded, when the caller keeps it (``@tool`` does)."""
-        call_id = call_id or new_tool_call_id()
-        # The guard's message() inlined for the one field that can need it.
-        guard = self._guard
-        if guard is not None and len(arguments) >= guard._short and guard.screen(arguments):
-            arguments = guard.arguments(arguments)
-        append = self._append
-        if append is not None:
-            # The line encoded in one step (see _records.single_call_line), as
-            # s.user() does; with no file yet, tools waiting to ride on the next
-            # record, or a string orjson refuses, the dict path below.
-            try:
-                line = _records.single_call_line(call_id, name_json or _orjson_dumps(name), arguments)
-            except Exception:
-                pass
-            else:
-                append(line)
-                return call_id
-        self._write(_records.single_call(call_id, name, arguments))
-        return call_id
-
-    def _tool_result(self, call_id: str, content: str) -> None:
-        """Record the result of a @tool call (*content* is text already)."""
-        guard = self._guard
-        if guard is not None and len(content) >= guard._short and guard.screen(content):
-            content = guard.text(content)
-        append = self._append
-        if append is not None:
-            try:  # see _tool_call_then_result
-                line = _records.tool_result_line(call_id, content)
-            except Exception:
-                pass
-            else:
-                append(line)
-                return
-        self._write(_records.tool_result(call_id, content))
-
-    def _record_inputs(
-        self,
-        messages: list[dict[str, Any]],
-        stateful: str | None = None,
-        timestamp: int | None = None,
-        fingerprints: list[int] | None = None,
-    ) -> None:
-        """Record the user/system/tool messages of a model call's conversation
-        that this session has not recorded yet (see ``_dedup``).
-
-        *stateful* names a server-side conversation the call continues
-        (``previous_response_id=...``): *messages* are then the new turn
-        only, all new unless the very same turn was sent on the same
-        conversation before (a retry). *timestamp* (epoch ms) dates the new
-        messages when they were sent earlier than now (spans read after the fact);
-        *fingerprints*, when given, are those of *messages*, kept by a caller
-        that sees the same history resent."""
-        fps = fingerprints if fingerprints is not None else [_dedup.fingerprint(m) for m in messages]
-        with self._state_lock:
-            to_emit = _dedup.new_inputs(self, messages, fps, stateful)
-        for msg in to_emit:
-            if timestamp is not None:
-                msg["timestamp"] = timestamp
-            self._emit(msg)
-
-    def _record_history(
-        self,
-        lead: list[dict[str, Any]],
-        raw: Sequence[Any],
-        convert: _dedup.Convert,
-        whole: Callable[[], tuple[list[dict[str, Any]] | None, bool]],
-    ) -> None:
-        """:meth:`_record_inputs` for a conversation given as a list of
-        messages *raw* after the system messages *lead*: when it only grew
-        since the last call, only its new items are converted (*convert*);
-        else *whole* converts all of it (and says whether that is *lead* then
-        *raw* item by item, to be remembered for the next call)."""
-        with self._state_lock:
-            to_emit = _dedup.appended(self, lead, raw, convert)
-        if to_emit is None:
-            messages, exact = whole()
-            if not messages:
-                return
-            fps = [_dedup.fingerprint(m) for m in messages]
-            self._record_inputs(messages, fingerprints=fps)
-            if exact:
-                with self._state_lock:
-                    _dedup.remember(self, lead, raw, fps, convert)
-            return
-        for msg in to_emit:
-            self._emit(msg)
-
     def __repr__(self) -> str:
         state = "closed" if self._closed else ("open" if self._writer else "new")
         trace = self._written() if self._closed else None
@@ -959,70 +739,6 @@ def current_session() -> Session | None:
     """The session that recording calls in this context go to, or ``None``."""
     session: Session | None = _context.current.get()
     return session
-
-
-def _check_prices(prices: Any) -> Any:
-    if prices is None:
-        return None
-    from ._adapters.usage import check_prices
-
-    return check_prices(prices)
-
-
-def _make_private_dirs(directory: Path) -> None:
-    """Create *directory* and any missing parents, each 0700 (traces hold prompts)."""
-    missing: list[Path] = []
-    d = directory
-    while not d.exists():
-        if d.is_symlink():
-            # mkdir would fail with FileExistsError, which reads as "the trace exists".
-            raise FileNotFoundError(
-                f"{d} is a symbolic link to {os.readlink(d)!r}, which does not exist; "
-                "create that directory or give the session another path"
-            )
-        missing.append(d)
-        if d.parent == d:
-            break
-        d = d.parent
-    for d in reversed(missing):
-        d.mkdir(mode=0o700, exist_ok=True)
-
-
-_disabled_noted = False
-
-
-def _check_path(arg: str | os.PathLike[str]) -> None:
-    """A path with a suffix is a ``.jsonl`` file or an existing directory:
-    ``Session("trace.json")`` would otherwise make a directory of that name."""
-    text = os.fspath(arg)
-    suffix = os.path.splitext(text.rstrip("/" + os.sep))[1]
-    if suffix and suffix != ".jsonl" and not os.path.isdir(text):
-        raise BadArgument(
-            f"Session path {text!r}: give a directory (the file is named after the session id) "
-            f"or a file ending in .jsonl, such as {os.path.splitext(text)[0] + '.jsonl'!r}"
-        )
-
-
-def _note_disabled() -> None:
-    global _disabled_noted
-    if not _disabled_noted:
-        _disabled_noted = True
-        logger.info("ststrace: STSTRACE_DISABLED is set; sessions record nothing and write no file")
-
-
-def _load_sync(sync_to: str) -> None:
-    """Fail at construction, not at close, when ``sync_to`` cannot work."""
-    if not isinstance(sync_to, str) or not sync_to:
-        raise BadArgument(f"sync_to must be a non-empty string such as 'hf://datasets/USER/NAME', not {sync_to!r}")
-    if importlib.util.find_spec("huggingface_hub") is None:
-        raise ImportError(
-            "Session(sync_to=...) uploads with huggingface_hub, which is not installed: "
-            "pip install 'ststrace[hub]'"
-        )
-    # The hub module registers its after-close upload on import; importing it by
-    # name keeps the arrows one way (_hub imports the registry, not the reverse).
-    hub = importlib.import_module("ststrace._hub")
-    hub.parse_target(to=sync_to)
 
 
 def close_all() -> None:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import functools
 import itertools
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator, Mapping, overload
 
 import orjson
 
-from . import _context, _links, _records, _tools
+from . import _context, _ids, _links, _records, _tools
 from ._context import bound_tool_call_id, current, current_tool_call
 from ._encode import dumps
 from ._errors import internal_error
@@ -29,10 +30,15 @@ from ._wrapping import _ASYNC, _GEN, _SYNC, F, _Binder, _kind, _Wrapper
 # Bound once: set around every @tool call (sub-agent links), so lookups count.
 _enter_tool_scope = current_tool_call.set
 _leave_tool_scope = current_tool_call.reset
+_current_session = current.get
+_bound_id = bound_tool_call_id.get
+_orjson_dumps = orjson.dumps
+_time_ns = time.time_ns
+_RESULT_LINE_OWN_ID = _records.RESULT_LINE_OWN_ID
 
 
 class _ToolSpec:
-    __slots__ = ("name", "name_json", "binder", "capture_args", "capture_result", "schema")
+    __slots__ = ("name", "name_json", "binder", "capture_args", "capture_result", "schema", "call_format", "first", "lean")
 
     def __init__(
         self, func: Any, name: str | None, capture_args: bool, capture_result: bool, schema: Any = None
@@ -47,6 +53,12 @@ class _ToolSpec:
         #: The tool's definition, built once here: a call only looks the spec
         #: up in the session's set of tools recorded (see _begin_tool).
         self.schema = _tool_schema(func, self.name, schema)
+        #: The call's line with the name in place (see _records.call_line_format).
+        self.call_format = None if self.name_json is None else _records.call_line_format(self.name_json)
+        self.first = self.binder.first
+        #: Calls of this tool may take the lean path (see _lean_call) when the
+        #: session allows it: decided here, once.
+        self.lean = capture_args and capture_result and self.binder.plain and self.call_format is not None
 
 
 def _orjson_name(name: str) -> bytes | None:
@@ -115,6 +127,70 @@ def _fail_tool(spec: _ToolSpec, session: Session, call_id: str, exc: BaseExcepti
         session._tool_result(call_id, _error_text(exc))
     except Exception as err:
         internal_error(err, f"@tool {spec.name}")
+
+
+def _lean_call(spec: _ToolSpec, session: Session, append: Callable[[bytes], bool], args: Any, kwargs: Any) -> str:
+    """Record the call line of a plain function's call in the common case (no
+    bound id, no call waiting for a result, the schema recorded, the file open
+    with no tools waiting: the wrapper checked); returns the new call's id.
+
+    Everything the shape allows was decided at decoration (the binding plan,
+    the line with the name in it); per call: bind, the arguments as JSON text,
+    their screen, the line, the append."""
+    if not args:
+        bound = kwargs  # wrapt's own dict for this call: read here, never changed
+    elif not kwargs and len(args) == 1:
+        bound = {spec.first: args[0]}
+    else:
+        bound = spec.binder.bind(None, args, kwargs)
+    arguments = json_text(bound)
+    guard = session._guard
+    if guard is not None and len(arguments) >= guard._short and guard.screen(arguments):
+        arguments = guard.arguments(arguments)
+    call_id = next(_ids.call_ids)  # new_tool_call_id() without its frame; read each time: reseeded after fork
+    try:
+        line = spec.call_format % (call_id.encode(), _orjson_dumps(arguments), _time_ns() // 1_000_000)  # type: ignore[operator]
+    except Exception:  # a str orjson refuses: the dict path, whose encoder has fallbacks
+        session._write(_records.single_call(call_id, spec.name, arguments))
+        return call_id
+    append(line)
+    return call_id
+
+
+def _lean_result(spec: _ToolSpec, session: Session, call_id: str, result: Any, children: list[str] | None) -> None:
+    """Record the result of a call :func:`_lean_call` began (*call_id* is one
+    ststrace made); a result that is not a string or a number, a call that ran
+    sub-agents, or a failure here goes to :func:`_finish_tool` (which logs
+    what fails there)."""
+    try:
+        kind = type(result)
+        if children:
+            text = None
+        elif kind is str:
+            text = result
+        elif kind is int or kind is float or kind is bool:
+            text = _orjson_dumps(result).decode()  # content_text's bytes; an int past 64 bits raises: below
+        else:
+            text = None
+        if text is None:
+            _finish_tool(spec, session, call_id, result, children)
+            return
+        guard = session._guard
+        if guard is not None and len(text) >= guard._short and guard.screen(text):
+            text = guard.text(text)
+        # Read again: tools offered during the call wait for this record.
+        append = session._append
+        if append is not None:
+            try:
+                line = _RESULT_LINE_OWN_ID % (_orjson_dumps(text), call_id.encode(), _time_ns() // 1_000_000)
+            except Exception:
+                pass  # a str orjson refuses: the dict path below
+            else:
+                append(line)
+                return
+        session._write(_records.tool_result(call_id, text))
+    except Exception:
+        _finish_tool(spec, session, call_id, result, children)
 
 
 #: Integrations import it from here; it is a record builder (``_session`` uses it too).
@@ -251,17 +327,49 @@ def _take_bound_safely(session: Session, spec: _ToolSpec) -> tuple[str, bool] | 
 def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: bool, schema: Any = None) -> Any:
     spec = _ToolSpec(func, name, capture_args, capture_result, schema)
     kind = _kind(func)
+    lean = spec.lean
 
     if kind is _SYNC:
 
         def wrapper(wrapped: Any, instance: Any, args: Any, kwargs: Any) -> Any:
-            session = current.get()
+            session = _current_session()
             if session is None:
                 if _context.replayed_tools is not None:
                     found = _replayed(spec, None, instance, args, kwargs)
                     if found is not _NOT_RECORDED:
                         return found
                 return wrapped(*args, **kwargs)
+            append = session._append
+            if (
+                append is not None
+                and lean
+                and instance is None
+                and not session._pending
+                and _context.replayed_tools is None
+                and _bound_id() is None
+                and spec in session._tools_seen
+            ):
+                # The common case, decided in one test (see _lean_call).
+                try:
+                    own_id = _lean_call(spec, session, append, args, kwargs)
+                except Exception as exc:
+                    internal_error(exc, f"@tool {spec.name}")
+                    return wrapped(*args, **kwargs)
+                # The running call as a (session, id) tuple: sessions opened
+                # inside link to it; their ids land in session._call_children.
+                scope = _enter_tool_scope((session, own_id))
+                try:
+                    result = wrapped(*args, **kwargs)
+                except BaseException as exc:
+                    _leave_tool_scope(scope)
+                    if session._call_children:
+                        session._call_children.pop(own_id, None)
+                    _fail_tool(spec, session, own_id, exc)
+                    raise
+                _leave_tool_scope(scope)
+                _lean_result(spec, session, own_id, result,
+                             session._call_children.pop(own_id, None) if session._call_children else None)
+                return result
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return wrapped(*args, **kwargs)
@@ -298,6 +406,22 @@ def _make_tool(func: Any, name: str | None, capture_args: bool, capture_result: 
             # Created first: wrong arguments raise here, before anything is
             # recorded, exactly as for the undecorated function.
             coro = wrapped(*args, **kwargs)
+            append = session._append
+            if (
+                append is not None
+                and lean
+                and instance is None
+                and not session._pending
+                and _context.replayed_tools is None
+                and _bound_id() is None
+                and spec in session._tools_seen
+            ):
+                try:  # see the sync wrapper
+                    own_id = _lean_call(spec, session, append, args, kwargs)
+                except Exception as exc:
+                    internal_error(exc, f"@tool {spec.name}")
+                    return coro
+                return _run_lean_async(coro, spec, session, own_id)
             call_id = _begin_tool(spec, session, instance, args, kwargs)
             if call_id is None:
                 return coro
@@ -364,6 +488,23 @@ async def _run_tool_async(coro: Any, spec: _ToolSpec, session: Session, call_id:
         raise
     _leave_tool_scope(scope)
     _finish_tool(spec, session, call_id, result, call.children)
+    return result
+
+
+async def _run_lean_async(coro: Any, spec: _ToolSpec, session: Session, call_id: str) -> Any:
+    """:func:`_run_tool_async` for a call :func:`_lean_call` began (see the sync wrapper)."""
+    scope = _enter_tool_scope((session, call_id))
+    try:
+        result = await coro
+    except BaseException as exc:
+        _leave_tool_scope(scope)
+        if session._call_children:
+            session._call_children.pop(call_id, None)
+        _fail_tool(spec, session, call_id, exc)
+        raise
+    _leave_tool_scope(scope)
+    _lean_result(spec, session, call_id, result,
+                 session._call_children.pop(call_id, None) if session._call_children else None)
     return result
 
 

@@ -5,7 +5,7 @@ Design:
 * Callers hand over finished lines (bytes ending in ``\\n``). ``append``
   adds the line to a list and takes no lock, so recording from an event loop
   never touches the disk.
-* One daemon thread per process (:class:`_Flusher`) writes buffers that are due
+* One daemon thread per process (:class:`_Flusher`, in ``_flusher``) writes buffers that are due
   (size reached, ``flush_interval`` elapsed, or ``durable``). ``flush()`` and
   ``close()`` write in the caller's thread.
 * Writes go to a descriptor opened with ``O_APPEND``, in slices of about
@@ -13,7 +13,8 @@ Design:
   next write, so a line is never broken or written twice.
 * A recording thread that keeps the GIL busy (an event loop that never
   idles) lends it to the flusher now and then (:meth:`_Flusher.lend`).
-* Descriptors are pooled (:class:`_FdPool`): thousands of idle sessions do not
+* Descriptors are pooled (:class:`_FdPool`, in ``_fds`` with the opening and
+  ``flock`` helpers): thousands of idle sessions do not
   pin thousands of file descriptors.
 * After ``fork()`` the child drops the parent's unwritten bytes (they are the
   parent's to write), gets fresh locks (every writer's, open or closed), and
@@ -31,30 +32,30 @@ Design:
 
 from __future__ import annotations
 
-import collections
 import errno
 import os
-import stat
-import sys
 import threading
 import time
-import weakref
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from ._errors import WriteError, internal_error, logger
+from ._errors import WriteError, logger
+# The descriptors and the flusher live in their own modules; the names are
+# imported here too, where the code and tests have always found them.
+from ._fds import _APPEND_FLAGS as _APPEND_FLAGS
+from ._fds import _FileReplaced, _fd_pool, _last_byte
+from ._fds import create_exclusive as create_exclusive
+from ._fds import lock as lock
+from ._fds import open_append as open_append
+from ._fds import open_resume as open_resume
+from ._fds import unlock as unlock
+from ._flusher import _DEFERRED, _RUN_HERE, _Job, _all_writers, _holds_locks, _wait
+from ._flusher import _MIN_SHARE as _MIN_SHARE
+from ._flusher import _TOTAL_BUFFER as _TOTAL_BUFFER
+from ._flusher import _flusher as _flusher
 
-try:
-    import fcntl
-except ImportError:  # pragma: no cover - Windows: no advisory locks
-    fcntl = None  # type: ignore[assignment]
 
 DEFAULT_MAX_BUFFER = 64 * 1024 * 1024
-# All open sessions together buffer about this much at most: each may hold its
-# share (at least _MIN_SHARE), or its max_buffer if that is less. Thousands of
-# sessions on a stalled or failing disk must not each fill 64 MiB first.
-_TOTAL_BUFFER = 1 << 30
-_MIN_SHARE = 128 * 1024
 # A buffer that grew by this much after it woke the flusher, without being
 # written in between, lends the flusher the GIL (see _Flusher.lend).
 _LEND_STEP = 32 * 1024
@@ -83,190 +84,20 @@ class _Slice:
 
 _slice = _Slice()
 
-_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
-_APPEND_FLAGS = os.O_WRONLY | os.O_APPEND | _O_NOFOLLOW | _O_CLOEXEC
-
-
-def lock(fd: int, exclusive: bool) -> bool:
-    """``flock`` *fd*: writers append under a shared lock, and a resume reads
-    and cuts a torn tail under an exclusive one, so it never cuts lines another
-    process appended between its read and its cut. False where there are no
-    such locks (Windows, a file system without them): then it goes on unlocked."""
-    if fcntl is None:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
-    except OSError:
-        return False
-    return True
-
-
-def unlock(fd: int) -> None:
-    if fcntl is not None:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_UN)
-        except OSError:
-            pass
-
-
-def _last_byte(fd: int, size: int) -> bytes:
-    """The file's last byte; b"" when *fd* cannot read (a trace created here
-    is opened write-only): then the torn start is taken to be still last."""
-    try:
-        return os.pread(fd, 1, size - 1)
-    except (OSError, AttributeError):  # AttributeError: no pread (Windows)
-        return b""
-
-
-def create_exclusive(path: Path) -> int:
-    """Create *path* (mode 0600) without following a symlink; FileExistsError if present."""
-    return os.open(path, _APPEND_FLAGS | os.O_CREAT | os.O_EXCL, 0o600)
-
-
-def open_append(path: Path) -> int:
-    return os.open(path, _APPEND_FLAGS)
-
-
-def open_resume(path: Path) -> int:
-    """Open an existing trace to read and append, refusing anything but a regular file.
-
-    ``O_NONBLOCK``: opening a FIFO must not wait for its other end. ``O_RDWR``
-    (not ``O_RDONLY``): the same descriptor reads the file, cuts a torn tail
-    and appends, so nothing can swap the file between two opens.
-    """
-    try:
-        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_NONBLOCK | _O_NOFOLLOW | _O_CLOEXEC)
-    except OSError as exc:
-        if exc.errno in (errno.EISDIR, errno.ENXIO, errno.ENODEV, errno.EOPNOTSUPP):
-            raise ValueError(f"{path} is not a regular file; cannot resume it") from None
-        if exc.errno == errno.ELOOP:
-            raise ValueError(f"{path} is a symlink; ststrace does not follow it") from None
-        raise
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError(f"{path} is not a regular file; cannot resume it")
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
-
-
-class _FileReplaced(OSError):
-    """The path of an evicted descriptor now names another file."""
-
-
-class _Wake:
-    """A wake-up flag set without taking a lock (``threading.Event.set`` takes
-    one, so a signal handler setting it while the main thread was inside
-    ``set`` would deadlock). A plain lock stands for "not set":
-    ``Lock.release`` is one C call, which a signal handler cannot interrupt."""
-
-    __slots__ = ("_lock",)
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._lock.acquire()
-
-    def set(self) -> None:
-        try:
-            self._lock.release()
-        except RuntimeError:
-            pass  # already set
-
-    def wait(self, timeout: float) -> bool:
-        """Wait until set (or *timeout*); clears the flag."""
-        return self._lock.acquire(timeout=timeout)
-
-    def clear(self) -> None:
-        self._lock.acquire(blocking=False)
-
-
-class _Job:
-    """Work the flusher runs for the main thread (see :meth:`_Flusher.run_for_main`)."""
-
-    __slots__ = ("fn", "done", "result", "error", "delivered")
-
-    def __init__(self, fn: Callable[[], BaseException | None]) -> None:
-        self.fn = fn
-        self.done = threading.Event()
-        self.result: BaseException | None = None
-        self.error: BaseException | None = None
-        self.delivered = False
-
-    def run(self) -> None:
-        try:
-            self.result = self.fn()
-        except BaseException as exc:  # handed to the thread that waits
-            self.error = exc
-        finally:
-            self.done.set()
-
-    def outcome(self) -> BaseException | None:
-        """The result, once: a close interrupted by Ctrl-C and finished by
-        ``close_all`` reports its error there, not twice."""
-        if self.delivered:
-            return None
-        self.delivered = True
-        if self.error is not None:
-            raise self.error
-        return self.result
-
-
-# Every writer, closed ones too, so the child of a fork can reset their locks.
-_all_writers: weakref.WeakSet[Writer] = weakref.WeakSet()
-
-
-class _FdPool:
-    """Bounded set of open descriptors, least recently used closed first."""
-
-    def __init__(self, limit: int = 64) -> None:
-        self.limit = limit
-        self._lock = threading.RLock()  # reentrant: see "Signals" above
-        self._open: dict[int, Writer] = {}  # id(writer) -> writer, in LRU order
-
-    def touch(self, writer: Writer) -> None:
-        """Mark *writer* (whose io lock the caller holds) as holding an fd."""
-        victims: list[Writer] = []
-        with self._lock:
-            key = id(writer)
-            self._open.pop(key, None)
-            self._open[key] = writer
-            excess = len(self._open) - self.limit
-            if excess > 0:
-                for k in list(self._open):
-                    if excess <= 0:
-                        break
-                    w = self._open[k]
-                    if w is writer:
-                        continue
-                    victims.append(w)
-                    excess -= 1
-        for w in victims:
-            # Only close a descriptor whose owner is not writing right now;
-            # a busy one stays open and is tried again next time.
-            if w._io_lock.acquire(blocking=False):
-                try:
-                    w._close_fd()
-                finally:
-                    w._io_lock.release()
-
-    def forget(self, writer: Writer) -> None:
-        with self._lock:
-            self._open.pop(id(writer), None)
-
-    def reset(self) -> None:
-        self._lock = threading.RLock()
-        self._open = {}
-
-
-_fd_pool = _FdPool()
-
 
 class Writer:
     """Append-only line writer for one trace file."""
+
+    # Slots: append() reads and writes a few of these on every record, and an
+    # instance with this many attributes in a __dict__ gets the slower
+    # dict-hinted attribute access (more than 30 keys are not shared).
+    __slots__ = (
+        "path", "flush_interval", "buffer_size", "durable", "max_buffer", "_fd", "_lock", "_space",
+        "_io_lock", "_chunks", "_size", "_rest", "_drained", "_waiting", "_wake_sent", "_limit",
+        "_wake_threshold", "_wake_at", "_last_write", "_failing", "_last_error", "_error_logged",
+        "_closed", "_close_job", "_warned_closed", "_lost_closed", "_file_id", "_replaced", "_torn",
+        "_pid", "bytes_written", "flushes", "write_errors", "lost", "__weakref__",
+    )
 
     def __init__(
         self,
@@ -768,229 +599,3 @@ class Writer:
                 os.close(fd)
             except OSError:
                 pass
-
-
-class _Flusher:
-    """The one background thread per process that writes due buffers."""
-
-    TICK = 0.1
-    LEND_BUDGET = 0.0005
-    LEND_GAP = 0.004
-    PASS_BUDGET = 0.001
-    BUSY_WINDOW = 0.05
-
-    def __init__(self) -> None:
-        self._lock = threading.RLock()  # reentrant: see "Signals" above
-        self._writers: set[Writer] = set()
-        self._event = _Wake()  # buffers are due
-        self._lent = _Wake()  # a recording thread lends the GIL
-        self._jobs: collections.deque[_Job] = collections.deque()  # flush/close for the main thread
-        self.thread: threading.Thread | None = None
-        self._ident = 0  # the flusher thread's, once it runs
-        self._pid = os.getpid()
-        self._loan: threading.Event | None = None
-        self._next_loan = 0.0
-        self._lent_at = -1.0
-        self._ran_at = 0.0  # when the flusher thread last held the GIL, roughly
-        self.loans = 0  # times a recording thread lent the flusher the GIL
-        self.blocked = 0  # recording threads waiting for buffer space
-        self.share = _TOTAL_BUFFER  # what each open session may buffer (see _TOTAL_BUFFER)
-        self._cut = False  # the last pass stopped early
-
-    def register(self, writer: Writer) -> None:
-        with self._lock:
-            self._writers.add(writer)
-            self.share = max(_MIN_SHARE, _TOTAL_BUFFER // len(self._writers))
-            self._ensure_thread()
-
-    def _ensure_thread(self) -> bool:
-        # Called with self._lock held.
-        if self.thread is None or not self.thread.is_alive():
-            thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
-            try:
-                thread.start()
-            except RuntimeError:  # no new threads at interpreter shutdown
-                return False
-            self.thread = thread
-        return True
-
-    def run_for_main(self, job: _Job, writer: Writer, *, nested: bool) -> int:
-        """Hand *job* (a flush or close of *writer*) to the flusher if called on
-        the main thread, where signal handlers run: Ctrl-C then interrupts the
-        wait, never a write half accounted for, and a handler never blocks on
-        a lock the code it interrupted holds.
-
-        Returns _RUN_HERE (not the main thread, or no flusher: run it in this
-        thread), _SUBMITTED (wait for it), or _DEFERRED: the main thread holds
-        a lock the job needs (a handler interrupted ststrace), or, unless
-        *nested*, is already waiting for a job (a handler interrupted that
-        wait: under a fast timer, waiting again would nest without end).
-        """
-        if threading.current_thread() is not threading.main_thread():
-            return _RUN_HERE
-        deferred = _holds_locks(writer) or (_main_waits > 0 and not nested)
-        with self._lock:
-            if not self._ensure_thread():
-                return _RUN_HERE
-            if deferred and not nested:
-                return _DEFERRED
-            self._jobs.append(job)
-        self.wake()
-        self._lent.set()
-        return _DEFERRED if deferred else _SUBMITTED
-
-    def unregister(self, writer: Writer) -> None:
-        with self._lock:
-            self._writers.discard(writer)
-            self.share = max(_MIN_SHARE, _TOTAL_BUFFER // max(1, len(self._writers)))
-
-    def wake(self) -> None:
-        self._event.set()
-        if self.blocked > 0:
-            self._lent.set()  # a busy flusher may be waiting for a loan
-
-    def _tick(self) -> float:
-        with self._lock:
-            if not self._writers:
-                return 1.0
-            return max(0.005, min(self.TICK, min(w.flush_interval for w in self._writers) / 2))
-
-    def lend(self) -> None:
-        """Give the flusher the GIL for a moment, from a recording thread whose
-        buffer keeps growing while the flusher does not write it.
-
-        CPython hands the GIL to a waiting thread once the switch interval
-        (5 ms) passes *without any switch*. An event loop that never idles
-        releases the GIL for an instant at every iteration (its ``select``
-        call) and takes it straight back: each time, the flusher's wait starts
-        over, and it may not run for seconds while buffers grow. So the
-        recording thread waits here, the GIL released, while the flusher
-        writes for up to LEND_BUDGET, at most once every LEND_GAP: the thread
-        keeps most of its time, and the flusher gets enough to keep up.
-        """
-        now = time.monotonic()
-        if now < self._next_loan or threading.get_ident() == self._ident:
-            return
-        # A thread that never releases the GIL on its own is made to by
-        # CPython after a switch interval: when the flusher has run since,
-        # there is no need to lend.
-        if now - self._ran_at < sys.getswitchinterval():
-            return
-        self._next_loan = now + self.LEND_GAP
-        self._lent_at = now
-        loan = threading.Event()
-        self._loan = loan
-        self._lent.set()
-        self._event.set()
-        loan.wait(self.LEND_BUDGET)
-        self.loans += 1
-
-    def must_pause(self, deadline: float) -> bool:
-        """Whether a pass past *deadline* should stop and give the GIL back.
-
-        Only while recording threads lend the GIL (they keep it busy, and the
-        flusher is behind). Then the flusher must not hold on to it: coming
-        back from each short write call, it would take the GIL again before
-        the thread waiting for it (an event loop) wakes up. Never while a
-        recording thread waits for buffer space: it needs the writes, not
-        the GIL. (``blocked`` may be off by one after racing updates from two
-        writers; it is only a hint, and its worst effect is a cut pass.)
-        """
-        now = time.monotonic()
-        return now >= deadline and now - self._lent_at < self.BUSY_WINDOW and self.blocked <= 0
-
-    def _run(self) -> None:
-        self._ident = threading.get_ident()
-        while True:
-            # While recording threads lend the GIL, write when they do (or on
-            # the tick), rather than compete with them for it.
-            busy = time.monotonic() - self._lent_at < self.BUSY_WINDOW and self.blocked <= 0
-            (self._lent if busy else self._event).wait(self._tick())
-            self._event.clear()
-            self._lent.clear()
-            while self._jobs:
-                self._jobs.popleft().run()
-            loan, self._loan = self._loan, None
-            now = self._ran_at = time.monotonic()
-            deadline = now + (self.LEND_BUDGET if loan is not None else self.PASS_BUDGET)
-            with self._lock:
-                writers = list(self._writers)
-            if self._cut:  # longest waiting first, so a pass cut short moves on
-                writers.sort(key=_last_write)
-            self._cut = False
-            for w in writers:
-                try:
-                    if not w.due(now) or w.closed:
-                        continue
-                    w.write_out(deadline=deadline)
-                except Exception as exc:  # never let the flusher die
-                    internal_error(exc, "flusher")
-                self._ran_at = time.monotonic()
-                if self.must_pause(deadline):
-                    self._event.set()  # the rest is still due
-                    self._cut = True
-                    break
-            if loan is not None:
-                loan.set()
-
-    def writers(self) -> list[Writer]:
-        with self._lock:
-            return list(self._writers)
-
-    def _after_fork_in_child(self) -> None:
-        self._lock = threading.RLock()
-        self._event = _Wake()
-        self._lent = _Wake()
-        self._jobs = collections.deque()  # the parent's to run
-        self.thread = None
-        self._ident = 0
-        self._loan = None
-        self._next_loan = 0.0
-        self._lent_at = -1.0
-        self._ran_at = 0.0
-        self.blocked = 0
-        self._cut = False
-        for w in list(_all_writers):
-            w._after_fork_in_child()
-        if self._writers:
-            self.thread = threading.Thread(target=self._run, name="ststrace-flusher", daemon=True)
-            self.thread.start()
-
-
-def _last_write(w: Writer) -> float:
-    return w._last_write
-
-
-# How run_for_main wants a job run.
-_RUN_HERE, _SUBMITTED, _DEFERRED = 0, 1, 2
-# Jobs the main thread is waiting for (touched by the main thread only).
-_main_waits = 0
-
-
-def _wait(job: _Job) -> None:
-    """Wait, on the main thread, for the flusher to run *job*. Ctrl-C ends the
-    wait, not the job."""
-    global _main_waits
-    _main_waits += 1
-    try:
-        job.done.wait()
-    finally:
-        _main_waits -= 1
-
-
-def _holds_locks(writer: Writer) -> bool:
-    """Whether this thread holds a lock the flusher needs to write *writer*:
-    only true in a signal handler that interrupted ststrace."""
-    return any(lock._is_owned() for lock in (writer._lock, _flusher._lock, _fd_pool._lock))  # type: ignore[attr-defined]
-
-
-_flusher = _Flusher()
-
-
-def _after_fork_in_child() -> None:
-    _fd_pool.reset()
-    _flusher._after_fork_in_child()
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork_in_child)

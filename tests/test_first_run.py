@@ -99,13 +99,13 @@ def test_disabled_session_has_no_path_says_so_once_and_keeps_stats_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """STSTRACE_DISABLED=1: path is None, one INFO line, the same stats keys as enabled."""
-    from ststrace import _session
+    from ststrace import _session_checks
 
     with Session(tmp_path) as enabled:
         enabled.user("x")
     keys = set(enabled.stats())
     monkeypatch.setenv("STSTRACE_DISABLED", "1")
-    monkeypatch.setattr(_session, "_disabled_noted", False)
+    monkeypatch.setattr(_session_checks, "_disabled_noted", False)
     caplog.set_level(logging.INFO, logger="ststrace")
     for _ in range(3):
         with Session(tmp_path / "off") as s:

@@ -11,8 +11,9 @@ higher one):
 
 0. foundations: ``_errors``, ``_env``, ``_context`` (context variables; the
    current session is typed ``Any`` there, so it needs no ``_session``)
-1. writer: ``_writer`` (the background writer), ``_files`` (file creation off
-   the event loop)
+1. writer: ``_writer`` (the buffered writer), ``_flusher`` (its background
+   thread), ``_fds`` (opening, locking and pooling descriptors), ``_files``
+   (file creation off the event loop)
 2. encode: ``_encode`` (orjson and its fallbacks for odd values; decides
    nothing about what a record holds, imports no other stage)
 3. text rules: ``_limits`` (size caps, media placeholders, token counts),
@@ -24,7 +25,11 @@ higher one):
 5. records: ``_records`` (pure builders), ``_tools`` (tool schemas),
    ``_links`` (sub-agent header links), ``_pairing`` (tool calls waiting for
    results), ``_dedup`` (the conversation across turns)
-6. session: ``_session`` (lifecycle and the recording methods)
+6. session: ``_session`` (lifecycle and the recording methods),
+   ``_session_calls`` (its base class: what decorators and integrations call
+   on a session), ``_resume`` (reading a trace to append to it),
+   ``_session_checks`` (the arguments and the path, checked before anything
+   is opened)
 7. call: ``_decorators`` (re-exports the next five), ``_wrapping`` (the wrapt
    proxy, function kinds, argument binding), ``_generators`` (generator
    tracing), ``_tool_calls`` (``@tool``), ``_llm_calls`` (``@llm``),
@@ -43,12 +48,12 @@ PACKAGE = Path(__file__).resolve().parent.parent / "ststrace"
 
 STAGES: list[tuple[str, set[str]]] = [
     ("foundations", {"_errors", "_env", "_context"}),
-    ("writer", {"_writer", "_files"}),
+    ("writer", {"_writer", "_flusher", "_fds", "_files"}),
     ("encode", {"_encode"}),
     ("text rules", {"_limits", "_redact", "_keyfile", "_envwatch"}),
     ("sanitize", {"_guard", "_text"}),
     ("records", {"_records", "_tools", "_links", "_pairing", "_dedup"}),
-    ("session", {"_session"}),
+    ("session", {"_session", "_session_calls", "_resume", "_session_checks"}),
     ("call", {"_decorators", "_wrapping", "_generators", "_tool_calls", "_llm_calls", "_executor", "_subagents"}),
     ("instrumentation", {"_instrument", "integrations"}),
 ]

@@ -54,6 +54,7 @@ from .._decorators import _error_text, _Observer, _trace_gen
 from .._text import content_text, json_text
 from .._errors import internal_error
 from .._session import Session
+from .._links import scope_session
 from .._subagents import ToolScope, new_child, tool_scope
 
 LIBRARY = "smolagents"
@@ -406,7 +407,7 @@ def _child(parent: _Run, agent: Any, task: Any) -> Session | None:
         return None  # a muted run's sub-runs are muted too
     scope = None
     running = current_tool_call.get()
-    if running is None or running.session is not session:
+    if running is None or scope_session(running) is not session:
         call_id = parent.code_call
         scope = tool_scope(session, call_id) if call_id else None
     # The parent as the current session: a session the hook builds with the

@@ -74,9 +74,9 @@ def test_the_read_and_the_cut_hold_an_exclusive_lock(tmp_path: Path, monkeypatch
     with open(path, "ab") as f:
         f.write(b'{"type": "message", "mess')
     seen: list[bool] = []
-    from ststrace import _session
+    from ststrace import _resume
 
-    real = _session.Session._replay
+    real = _resume._replay
 
     def probe(self: Session, line: bytes) -> None:
         fd = os.open(path, os.O_RDONLY)
@@ -90,7 +90,7 @@ def test_the_read_and_the_cut_hold_an_exclusive_lock(tmp_path: Path, monkeypatch
             os.close(fd)
         real(self, line)
 
-    monkeypatch.setattr(_session.Session, "_replay", probe)
+    monkeypatch.setattr(_resume, "_replay", probe)
     with Session(path, id="t", resume=True) as s:
         s.user("three")
     assert seen == [True, True]
@@ -100,7 +100,7 @@ def test_the_read_and_the_cut_hold_an_exclusive_lock(tmp_path: Path, monkeypatch
 def test_a_writer_appends_under_a_shared_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The flusher's writes happen between LOCK_SH and LOCK_UN on its descriptor,
     so a resumer's exclusive lock waits for them and they for it."""
-    from ststrace import _writer
+    from ststrace import _fds
 
     events: list[tuple[str, int]] = []
     real_flock = fcntl.flock
@@ -112,7 +112,7 @@ def test_a_writer_appends_under_a_shared_lock(tmp_path: Path, monkeypatch: pytes
 
     path = tmp_path / "t.jsonl"
     with Session(path) as s:
-        monkeypatch.setattr(_writer.fcntl, "flock", flock)
+        monkeypatch.setattr(_fds.fcntl, "flock", flock)
         size = path.stat().st_size
         s.user("hello")
         s.flush()

@@ -212,3 +212,60 @@ def test_links_holding_a_secret_still_match_the_parent_after_redaction(tmp_path:
     assert token not in text
     assert child_header["parentToolCallId"] == parent_messages[1]["toolCalls"][0]["id"]
     assert child_header["parentSessionId"] == parent_header["id"]
+
+
+def test_children_of_a_lean_path_call_link_and_are_named(tmp_path: Path) -> None:
+    """A tool called again in its session takes @tool's lean path, whose scope
+    is a (session, call id) tuple: a child opened inside still links to the
+    call, the result names it, a failing call leaves nothing behind."""
+    children: list[str] = []
+
+    @tool
+    def research(topic: str, fail: bool = False) -> None:
+        with Session(tmp_path / f"child-{topic}.jsonl") as child:
+            children.append(child.id)
+            if fail:
+                raise RuntimeError("sub-agent gave up")
+
+    with Session(tmp_path / "parent.jsonl") as parent:
+        research("first")  # records the schema: the general path
+        research("second")  # the lean path
+        with pytest.raises(RuntimeError, match="gave up"):
+            research("third", fail=True)
+        assert parent._call_children == {}
+    calls = [m for m in read(tmp_path / "parent.jsonl")[1] if m["role"] == "assistant"]
+    ids = [c["toolCalls"][0]["id"] for c in calls]
+    results = tool_results(tmp_path / "parent.jsonl")
+    assert [results[i] for i in ids] == [
+        f"[sub-agent session {children[0]}]",
+        f"[sub-agent session {children[1]}]",
+        "Error: RuntimeError: sub-agent gave up",
+    ]
+    for topic, call_id in zip(("first", "second", "third"), ids):
+        header = read(tmp_path / f"child-{topic}.jsonl")[0]
+        assert header["parentSessionId"] == parent.id
+        assert header["parentToolCallId"] == call_id
+
+
+async def test_children_of_a_lean_path_async_call_in_tasks(tmp_path: Path) -> None:
+    """The async lean path: children opened in tasks inside the call link to it."""
+
+    @tool
+    async def delegate(task: str) -> None:
+        async def sub(part: int) -> str:
+            async with Session(tmp_path / f"{task}-{part}.jsonl") as child:
+                return child.id
+
+        await asyncio.gather(sub(1), sub(2))
+
+    async with Session(tmp_path / "parent.jsonl") as parent:
+        await delegate("a")
+        await delegate("b")  # lean
+        assert parent._call_children == {}
+    results = tool_results(tmp_path / "parent.jsonl")
+    for task in ("a", "b"):
+        headers = [read(tmp_path / f"{task}-{part}.jsonl")[0] for part in (1, 2)]
+        call_id = headers[0]["parentToolCallId"]
+        assert headers[1]["parentToolCallId"] == call_id
+        assert results[call_id].startswith("[sub-agent sessions ")
+        assert sorted(results[call_id][len("[sub-agent sessions ") : -1].split(", ")) == sorted(h["id"] for h in headers)

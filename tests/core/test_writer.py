@@ -121,15 +121,15 @@ def test_a_record_landing_as_close_runs_is_counted_lost_not_recorded(
     assert w is not None
     late = orjson.dumps({"role": "user", "content": "late"}) + b"\n"
     if when == "during the last write":
-        real = w._write_locked
+        real = Writer._write_locked
 
-        def last_write(fsync: bool, deadline: float | None = None) -> BaseException | None:
-            out = real(fsync, deadline)
-            if w.closed:
+        def last_write(self: Writer, fsync: bool, deadline: float | None = None) -> BaseException | None:
+            out = real(self, fsync, deadline)
+            if self is w and w.closed:
                 _land_as_a_racing_append(w, late)
             return out
 
-        monkeypatch.setattr(w, "_write_locked", last_write)
+        monkeypatch.setattr(Writer, "_write_locked", last_write)  # Writer has __slots__
         s.close()  # must not raise: the disk is fine
     else:
         s.close()

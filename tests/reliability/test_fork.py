@@ -293,3 +293,51 @@ def test_fork_from_a_thread_while_others_record_secrets(scripts, tmp_path: Path)
     assert statuses == ["0"] * forks, out.stdout + out.stderr
     for k in range(forks):
         assert [m["content"] for m in read(tmp_path / f"child{k}.jsonl").messages] == ["child [REDACTED:github_token]"]
+
+
+FORK_TOOL_CALL_IDS = """
+import os, sys
+from ststrace import Session, tool
+
+d = sys.argv[1]
+
+@tool
+def f(x):
+    return x
+
+with Session(d + "/parent.jsonl") as s:
+    f(0)
+    f(1)  # the lean path: its id from ststrace._ids.call_ids
+    pids = []
+    for k in range(3):
+        pid = os.fork()
+        if pid == 0:
+            with Session(d + f"/child{k}.jsonl") as c:
+                f(2)
+                f(3)
+            os._exit(0)
+        pids.append(pid)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        assert os.waitstatus_to_exitcode(status) == 0, status
+    f(4)
+print("ok")
+"""
+
+
+def test_forked_children_make_their_own_tool_call_ids(scripts, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """@tool's ids (the lean path takes them from a map made per process) are
+    reseeded in the child of a fork: no id repeats across the four files, and
+    each file's ids share one process prefix."""
+    out = scripts.run(FORK_TOOL_CALL_IDS, str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    prefixes = {}
+    seen: list[str] = []
+    for path in sorted(tmp_path.glob("*.jsonl")):
+        ids = [m["toolCallId"] for m in read(path).messages if m["role"] == "tool"]
+        assert len(ids) == (3 if path.name == "parent.jsonl" else 2), path.name
+        prefixes[path.name] = {i[5:17] for i in ids}
+        seen += ids
+    assert len(seen) == len(set(seen)) == 9
+    assert all(len(p) == 1 for p in prefixes.values())
+    assert len(set().union(*prefixes.values())) == 4
