@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import secrets
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,13 +36,14 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ._convert import ConvertError, convert_file, guard_trace, input_files, is_sts
+from ._convert import ConvertError, convert_file, input_files, is_sts
 from ._encode import dumps
 from ._errors import TraceFormatError
 from ._guard import MessageGuard, make_guard
-from ._reader import Trace, read
+from ._reader import Parsed, Trace, read_parsed
 from ._redact import Redactor
 from ._tools import merge
+from ._tree import resolve
 
 __all__ = ["FORMATS", "ExportResult", "export", "trace_row"]
 
@@ -208,27 +210,87 @@ def _load(
 
     *guard* redacts STS traces: one for the whole export, so what repeats from
     session to session (tool schemas, model names) is judged once."""
+    parsed: Parsed | None = None
     if from_ is None:
         # Read as STS first: one open for the common case; a file that is not
         # STS (another agent's format) is converted, one that is and is damaged reported.
         try:
             # A torn last line (a session killed mid-write) is skipped with a
             # warning, as convert, stats and cat read it: the session is kept.
-            trace = read(path, strict=False)
+            parsed = read_parsed(path, strict=False)
         except TraceFormatError:
             if is_sts(path, whole=False):
                 raise
-            trace = None
-    else:
-        trace = None
-    if trace is not None:
+    if parsed is not None:
+        trace = parsed.trace
+        # What read() returns: a tree's active path (the lines no longer say which message is where).
+        messages = trace.messages
+        trace.messages = resolve(trace.header, messages)
         if guard is None:
             return [trace], Counter(), {}
         before = dict(guard.counts)
-        guard_trace(guard, trace)
+        _guard(guard, trace, parsed.data, parsed.lines if trace.messages is messages else None)
         return [trace], Counter(), {k: n - before.get(k, 0) for k, n in guard.counts.items() if n != before.get(k, 0)}
     result = convert_file(path, from_, redact=redact)
     return result.traces, result.dropped, result.redactions
+
+
+def _guard(guard: MessageGuard, trace: Trace, data: bytes, lines: list[int] | None) -> None:
+    """Redact and cap *trace* in place as ``convert`` does (``guard_trace``), with
+    the same result, but each message only when its line in *data* may need it.
+
+    The file's text is scanned once, whole: ``Redactor.find`` on JSON text also
+    finds what hides behind its escapes (``\\u0067hp_...``, ``\\/``, a
+    literal's ``\\"``). A message whose line holds no finding, no data URL
+    (nor a ``\\u`` escape that could spell one) and nothing over the cap is
+    one the guard leaves as it is: tests/hub/test_export_screen.py checks that
+    on every detector sample, in every field, however the line is escaped.
+    The others, and every message of a file read line by line, go through the guard."""
+    trace.header = guard.header(trace.header)
+    messages = trace.messages
+    suspects = None if lines is None else _suspect_lines(guard, data)
+    if suspects is None:
+        trace.messages = [guard.message(m) for m in messages]
+        return
+    if suspects:
+        for i, line in enumerate(lines or ()):
+            if line in suspects:
+                messages[i] = guard.message(messages[i])
+
+
+def _suspect_lines(guard: MessageGuard, data: bytes) -> set[int] | None:
+    """The lines (0-based) of *data* whose message the guard may change; ``None``
+    when that cannot be told (every message goes through the guard)."""
+    redactor = guard.redactor
+    cap = guard.max_field_chars
+    try:
+        # Caps and media placeholders are on together (max_field_chars). A
+        # field is never longer, in characters, than its line in bytes.
+        media = cap is not None and (b";base64," in data or b"\\u" in data)
+        long = cap is not None and len(data) > cap
+        text = ""
+        spans: list[Any] = []
+        if redactor is not None:
+            text = data.decode("utf-8")  # orjson parsed it: valid UTF-8
+            spans = redactor.find(text)
+        if not (media or long or spans):
+            return set()
+        suspects: set[int] = set()
+        if media or long:
+            for n, line in enumerate(data.split(b"\n")):
+                if (media and (b";base64," in line or b"\\u" in line)) or (long and len(line) > (cap or 0)):
+                    suspects.add(n)
+        if spans:
+            starts = [0]
+            at = text.find("\n")
+            while at >= 0:
+                starts.append(at + 1)
+                at = text.find("\n", at + 1)
+            for _, start, end in spans:
+                suspects.update(range(bisect_right(starts, start) - 1, bisect_right(starts, max(end - 1, start))))
+        return suspects
+    except Exception:  # the guard itself fails closed and reports it
+        return None
 
 
 def _reason(path: Path, exc: Exception) -> str:
