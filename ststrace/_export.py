@@ -40,10 +40,9 @@ from ._convert import ConvertError, convert_file, input_files, is_sts
 from ._encode import dumps
 from ._errors import TraceFormatError
 from ._guard import MessageGuard, make_guard
-from ._reader import Parsed, Trace, read_parsed
+from ._reader import Trace, read
 from ._redact import Redactor
 from ._tools import merge
-from ._tree import resolve
 
 __all__ = ["FORMATS", "ExportResult", "export", "trace_row"]
 
@@ -102,9 +101,109 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
     """The training row of *trace* (see the module docstring for the shapes).
 
     *dropped* counts what the row cannot hold."""
-    lost: Counter[str] = dropped if dropped is not None else Counter()
+    return _row(trace, fmt, dropped if dropped is not None else Counter(), None)[0]
+
+
+class _Texts:
+    """What the guard would look at in a trace's messages, collected by the walk
+    that builds its row (see :func:`_guarded_row`): the named text fields of
+    each message (content, reasoning, tool calls' ids, names and arguments,
+    model, tool-call id), and the messages the guard must judge itself."""
+
+    __slots__ = ("strings", "marks", "suspects", "escapes", "screen")
+
+    def __init__(self, guard: MessageGuard) -> None:
+        redactor = guard.redactor
+        self.strings: list[str] = []
+        #: Index in :attr:`strings` of each message's first string.
+        self.marks: list[int] = []
+        #: Messages for the guard whatever the scan of the strings finds.
+        self.suspects: set[int] = set()
+        #: Whether any backslash in arguments is read behind (MessageGuard._arguments).
+        self.escapes = redactor is not None and redactor.escapes_matter
+        #: The guard's own first look at extra fields (None: it ignores them).
+        self.screen = guard.screen if redactor is not None else None
+
+    def take(self, index: int, m: dict[str, Any]) -> None:
+        """Collect the strings of message *index* (the reader checked its role and content)."""
+        strings = self.strings
+        self.marks.append(len(strings))
+        n = len(m)
+        # The shapes of a user, system or tool message, without a loop.
+        if n == 3 and type(m.get("timestamp")) is int:
+            strings.append(m["content"])
+            return
+        if n == 4 and type(m.get("timestamp")) is int and type(m.get("toolCallId")) is str:
+            strings.append(m["content"])
+            strings.append(m["toolCallId"])
+            return
+        add = strings.append
+        extra: dict[str, Any] | None = None
+        for key, value in m.items():
+            kind = type(value)
+            if kind is str:
+                if key in _TEXT_KEYS:
+                    add(value)
+                    continue
+                if key == "role":
+                    continue
+            elif kind is list:
+                if key == "toolCalls":
+                    self._calls(index, value)
+                    continue
+                if key in _NUMBER_LISTS and all(type(v) in (int, float) for v in value):
+                    continue  # token ids and logprobs: the guard skips them too
+            elif kind is int and key == "timestamp":
+                continue
+            if key in _PLAIN:
+                self.suspects.add(index)  # a named field of another type: the guard's own path
+                continue
+            if extra is None:
+                extra = {}
+            extra[key] = value
+        if extra is not None and self.screen is not None:
+            # Fields the guard judges by their JSON text (usage, tools, anything a
+            # caller added): its own first look, as it takes it.
+            try:
+                if self.screen(dumps(extra).decode("utf-8", "replace")):
+                    self.suspects.add(index)
+            except Exception:
+                self.suspects.add(index)
+
+    def _calls(self, index: int, calls: list[Any]) -> None:
+        add = self.strings.append
+        for call in calls:
+            fn = call.get("function") if type(call) is dict else None
+            if type(fn) is dict and len(call) == 2 and len(fn) == 2:
+                cid, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
+                if type(cid) is str and type(name) is str and type(args) is str:
+                    add(cid)
+                    add(name)
+                    add(args)
+                    # The guard reads arguments behind these escapes (MessageGuard._arguments).
+                    if "\\" in args and (self.escapes or "\\u" in args or "\\/" in args):
+                        self.suspects.add(index)
+                    continue
+            self.suspects.add(index)  # another shape: the guard judges it whole
+
+
+#: Message fields the guard reads by name, with the type it expects.
+_PLAIN: dict[str, type] = {
+    "role": str, "content": str, "timestamp": int, "reasoningContent": str, "toolCalls": list, "model": str, "toolCallId": str,
+}
+_NUMBER_LISTS = frozenset({"tokenIds", "promptTokenIds", "logprobs"})
+#: Text fields the guard reads by name (a role is not scanned).
+_TEXT_KEYS = frozenset({"content", "reasoningContent", "model", "toolCallId"})
+
+
+def _row(
+    trace: Trace, fmt: str, lost: Counter[str], texts: _Texts | None
+) -> tuple[dict[str, Any], int, int, int]:
+    """(row, tool calls, failed results, unanswered calls) of *trace*, in one walk
+    of its messages; *texts*, when given, collects what the guard looks at."""
     sft = fmt == "sft"
     out: list[dict[str, Any]] = []
+    append = out.append
     names: dict[str, str] = {}
     offered: list[Any] = []
     answered: set[str] = set()
@@ -112,46 +211,52 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
     usage: dict[str, Any] = {}
     errors = 0
     n_calls = 0
-    for m in trace.messages:
+    for index, m in enumerate(trace.messages):
+        if texts is not None:
+            texts.take(index, m)
         if "tools" in m:
             offered.append(m["tools"])
         role = m.get("role")
         content = m.get("content")
-        text = content if isinstance(content, str) else ""
-        if role in ("system", "user"):
-            out.append({"role": role, "content": text})
+        text = content if type(content) is str else (content if isinstance(content, str) else "")
+        if role == "system" or role == "user":
+            append({"role": role, "content": text})
         elif role == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": text}
             reasoning = m.get("reasoningContent")
-            if isinstance(reasoning, str) and reasoning:
+            if reasoning and isinstance(reasoning, str):
                 if sft:
                     msg["reasoning_content"] = reasoning
                 else:
                     lost["reasoning (no field for it in the messages format)"] += 1
-            calls = []
-            for call in m.get("toolCalls") or ():
-                fn = call.get("function") if isinstance(call, dict) else None
-                cid = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(cid, str):
-                    lost["malformed tool calls"] += 1
-                    continue
-                raw_name = fn.get("name")
-                name = raw_name if isinstance(raw_name, str) else "unknown"
-                names[cid] = name
-                raw = fn.get("arguments", "{}")
-                if sft:
-                    args: Any = _arguments(raw, lost)
-                else:
-                    args = raw if isinstance(raw, str) else dumps(raw).decode()
-                calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
-            if calls:
-                msg["tool_calls"] = calls
-                n_calls += len(calls)
+            tool_calls = m.get("toolCalls")
+            if tool_calls:
+                calls = []
+                for call in tool_calls:
+                    fn = call.get("function") if isinstance(call, dict) else None
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    if not isinstance(fn, dict) or not isinstance(cid, str):
+                        lost["malformed tool calls"] += 1
+                        continue
+                    raw_name = fn.get("name")
+                    name = raw_name if isinstance(raw_name, str) else "unknown"
+                    names[cid] = name
+                    raw = fn.get("arguments", "{}")
+                    if sft:
+                        args: Any = _arguments(raw, lost)
+                    else:
+                        args = raw if isinstance(raw, str) else dumps(raw).decode()
+                    calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
+                if calls:
+                    msg["tool_calls"] = calls
+                    n_calls += len(calls)
             model = m.get("model")
-            if isinstance(model, str) and model and model not in models:
+            if model and isinstance(model, str) and model not in models:
                 models.append(model)
-            _add_usage(usage, m.get("usage"))
-            out.append(msg)
+            used = m.get("usage")
+            if used is not None:
+                _add_usage(usage, used)
+            append(msg)
         elif role == "tool":
             cid = m.get("toolCallId")
             if not isinstance(cid, str) or cid not in names or cid in answered:
@@ -160,17 +265,17 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
             answered.add(cid)
             if _is_error(text):
                 errors += 1
-            result: dict[str, Any] = {"role": "tool", "tool_call_id": cid}
             if sft:
-                result["name"] = names[cid]
-            result["content"] = text
-            out.append(result)
-    tools = merge(offered)
+                append({"role": "tool", "tool_call_id": cid, "name": names[cid], "content": text})
+            else:
+                append({"role": "tool", "tool_call_id": cid, "content": text})
+    tools = merge(offered) if offered else []
+    unanswered = len(names) - len(answered)
     row: dict[str, Any] = {"messages": out, "tools": tools}
     if not sft:
         if not tools:
             del row["tools"]
-        return row
+        return row, n_calls, errors, unanswered
     header = trace.header
     title = header.get("name")
     parent = header.get("parentSessionId")
@@ -182,17 +287,19 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
         usage=usage,
         num_tool_calls=n_calls,
         errors=errors,
-        unanswered_tool_calls=len(names) - len(answered),
+        unanswered_tool_calls=unanswered,
         parent_session_id=parent if isinstance(parent, str) else None,
     )
-    return row
+    return row, n_calls, errors, unanswered
 
 
 def _add_usage(totals: dict[str, Any], usage: Any) -> None:
     if not isinstance(usage, dict):
         return
     for key, value in usage.items():
-        if key == "cost" and isinstance(value, dict):
+        if type(value) is int:
+            totals[key] = totals.get(key, 0) + value
+        elif key == "cost" and isinstance(value, dict):
             total = value.get("total")
             if isinstance(total, (int, float)) and not isinstance(total, bool):
                 totals["cost"] = totals.get("cost", 0.0) + float(total)
@@ -205,92 +312,101 @@ def _add_usage(totals: dict[str, Any], usage: Any) -> None:
 
 def _load(
     path: Path, from_: str | None, redact: bool | Redactor, guard: MessageGuard | None
-) -> tuple[list[Trace], Counter[str], dict[str, int]]:
-    """(traces, dropped, redactions) of one input, read as ``convert`` reads it.
+) -> tuple[list[Trace], Counter[str], dict[str, int], bool]:
+    """(traces, dropped, redactions, to screen) of one input, read as ``convert`` reads it.
 
     *guard* redacts STS traces: one for the whole export, so what repeats from
-    session to session (tool schemas, model names) is judged once."""
-    parsed: Parsed | None = None
+    session to session (tool schemas, model names) is judged once. Their
+    headers are redacted here, their messages as their rows are built
+    (*to screen*, see :func:`_guarded_row`; counted there too)."""
+    trace: Trace | None = None
     if from_ is None:
         # Read as STS first: one open for the common case; a file that is not
         # STS (another agent's format) is converted, one that is and is damaged reported.
         try:
             # A torn last line (a session killed mid-write) is skipped with a
             # warning, as convert, stats and cat read it: the session is kept.
-            parsed = read_parsed(path, strict=False)
+            trace = read(path, strict=False)
         except TraceFormatError:
             if is_sts(path, whole=False):
                 raise
-    if parsed is not None:
-        trace = parsed.trace
-        # What read() returns: a tree's active path (the lines no longer say which message is where).
-        messages = trace.messages
-        trace.messages = resolve(trace.header, messages)
+    if trace is not None:
         if guard is None:
-            return [trace], Counter(), {}
-        before = dict(guard.counts)
-        _guard(guard, trace, parsed.data, parsed.lines if trace.messages is messages else None)
-        return [trace], Counter(), {k: n - before.get(k, 0) for k, n in guard.counts.items() if n != before.get(k, 0)}
+            return [trace], Counter(), {}, False
+        trace.header = guard.header(trace.header)
+        return [trace], Counter(), {}, True
     result = convert_file(path, from_, redact=redact)
-    return result.traces, result.dropped, result.redactions
+    return result.traces, result.dropped, result.redactions, False
 
 
-def _guard(guard: MessageGuard, trace: Trace, data: bytes, lines: list[int] | None) -> None:
-    """Redact and cap *trace* in place as ``convert`` does (``guard_trace``), with
-    the same result, but each message only when its line in *data* may need it.
+def _guarded_row(
+    guard: MessageGuard | None, trace: Trace, fmt: str, lost: Counter[str], screen: bool
+) -> tuple[dict[str, Any], int, int, int]:
+    """:func:`_row` of *trace* with its messages redacted and capped as ``convert``
+    redacts them (``guard_trace``), with the same result, in one walk when nothing
+    needs the guard (the common case).
 
-    The file's text is scanned once, whole: ``Redactor.find`` on JSON text also
-    finds what hides behind its escapes (``\\u0067hp_...``, ``\\/``, a
-    literal's ``\\"``). A message whose line holds no finding, no data URL
-    (nor a ``\\u`` escape that could spell one) and nothing over the cap is
-    one the guard leaves as it is: tests/hub/test_export_screen.py checks that
-    on every detector sample, in every field, however the line is escaped.
-    The others, and every message of a file read line by line, go through the guard."""
-    trace.header = guard.header(trace.header)
+    The walk that builds the row also collects every string the guard would
+    look at; one :meth:`~ststrace.Redactor.find` over them all, joined by
+    newlines, says which messages hold something (a secret, a data URL, a field
+    over the cap). Only those go through the guard, and the row is built again.
+    tests/hub/test_export_screen.py checks that a message the scan lets through
+    is one the guard leaves as it is, on every detector sample in every field."""
+    if guard is None or not screen:
+        return _row(trace, fmt, lost, None)
+    texts = _Texts(guard)
+    local: Counter[str] = Counter()
+    built = _row(trace, fmt, local, texts)
+    suspects = _screen(guard, texts)
     messages = trace.messages
-    suspects = None if lines is None else _suspect_lines(guard, data)
-    if suspects is None:
-        trace.messages = [guard.message(m) for m in messages]
-        return
-    if suspects:
-        for i, line in enumerate(lines or ()):
-            if line in suspects:
-                messages[i] = guard.message(messages[i])
+    changed = False
+    for i in range(len(messages)) if suspects is None else sorted(suspects):
+        m = messages[i]
+        new = guard.message(m)
+        if new is not m:
+            messages[i] = new
+            changed = True
+    if changed:
+        local = Counter()
+        built = _row(trace, fmt, local, None)
+    lost.update(local)
+    return built
 
 
-def _suspect_lines(guard: MessageGuard, data: bytes) -> set[int] | None:
-    """The lines (0-based) of *data* whose message the guard may change; ``None``
-    when that cannot be told (every message goes through the guard)."""
-    redactor = guard.redactor
-    cap = guard.max_field_chars
-    try:
-        # Caps and media placeholders are on together (max_field_chars). A
-        # field is never longer, in characters, than its line in bytes.
-        media = cap is not None and (b";base64," in data or b"\\u" in data)
-        long = cap is not None and len(data) > cap
-        text = ""
-        spans: list[Any] = []
-        if redactor is not None:
-            text = data.decode("utf-8")  # orjson parsed it: valid UTF-8
-            spans = redactor.find(text)
-        if not (media or long or spans):
-            return set()
-        suspects: set[int] = set()
-        if media or long:
-            for n, line in enumerate(data.split(b"\n")):
-                if (media and (b";base64," in line or b"\\u" in line)) or (long and len(line) > (cap or 0)):
-                    suspects.add(n)
-        if spans:
-            starts = [0]
-            at = text.find("\n")
-            while at >= 0:
-                starts.append(at + 1)
-                at = text.find("\n", at + 1)
-            for _, start, end in spans:
-                suspects.update(range(bisect_right(starts, start) - 1, bisect_right(starts, max(end - 1, start))))
+def _screen(guard: MessageGuard, texts: _Texts) -> set[int] | None:
+    """Indexes of the messages the guard may change (``None``: all of them)."""
+    strings = texts.strings
+    suspects = set(texts.suspects)
+    if not strings:
         return suspects
+    try:
+        joined = "\n".join(strings)
+        hits: list[tuple[int, int]] = []  # (start, end) in joined
+        cap = guard.max_field_chars
+        if cap is not None:
+            # Caps and media placeholders are on together.
+            at = joined.find(";base64,")
+            while at >= 0:
+                hits.append((at, at + 8))
+                at = joined.find(";base64,", at + 1)
+            if len(joined) > cap:
+                long = [i for i, s in enumerate(strings) if len(s) > cap]
+                suspects.update(bisect_right(texts.marks, i) - 1 for i in long)
+        if guard.redactor is not None:
+            hits.extend((a, b) for _, a, b in guard.redactor.find(joined))
+        if hits:
+            starts: list[int] = []
+            pos = 0
+            for s in strings:
+                starts.append(pos)
+                pos += len(s) + 1
+            marks = texts.marks
+            for a, b in hits:
+                for i in range(bisect_right(starts, a) - 1, bisect_right(starts, max(b - 1, a))):
+                    suspects.add(bisect_right(marks, i) - 1)
     except Exception:  # the guard itself fails closed and reports it
         return None
+    return suspects
 
 
 def _reason(path: Path, exc: Exception) -> str:
@@ -362,37 +478,44 @@ def _sessions(
     outcome formats) of every session that passes *filters*; skipped ones counted."""
     guard = guard if guard is not None else make_guard(redact)
     outcome_fmt = fmt in _NEED_OUTCOME
+    row_fmt = "sft" if outcome_fmt else fmt
     for file_index, path in enumerate(files):
+        before = dict(guard.counts) if guard is not None else {}
         try:
-            traces, dropped, redactions = _load(path, from_, redact, guard)
+            traces, dropped, redactions, screen = _load(path, from_, redact, guard)
         except (OSError, ValueError) as exc:  # ConvertError and TraceFormatError are ValueErrors
             result.failed.append(_reason(path, exc))
             continue
         result.files += 1
         result.dropped.update(dropped)
         result.redactions.update(redactions)
-        for trace_index, trace in enumerate(traces):
-            if not filters.include_subagents and isinstance(trace.header.get("parentSessionId"), str):
-                result.skipped["sub-agent sessions (--include-subagents keeps them)"] += 1
-                continue
-            lost: Counter[str] = Counter()
-            row = trace_row(trace, "sft" if outcome_fmt else fmt, lost)
-            # The filters read the sft row's counts, whatever the format written.
-            counts = row if fmt == "sft" or outcome_fmt else trace_row(trace, "sft", Counter())
-            if not row["messages"]:
-                result.skipped["sessions without messages"] += 1
-                continue
-            if not filters.errors and (counts["errors"] or counts["unanswered_tool_calls"]):
-                result.skipped["sessions with errors or unanswered calls"] += 1
-                continue
-            if counts["num_tool_calls"] < filters.min_tool_calls:
-                result.skipped[f"sessions with fewer than {filters.min_tool_calls} tool calls"] += 1
-                continue
-            if not _outcome_ok(trace, fmt, filters, result):
-                continue
-            result.dropped.update(lost)
-            result.tool_calls += counts["num_tool_calls"]
-            yield file_index, trace_index, trace, row
+        try:
+            for trace_index, trace in enumerate(traces):
+                if not filters.include_subagents and isinstance(trace.header.get("parentSessionId"), str):
+                    if screen:  # redacted all the same: its secrets are counted
+                        _guarded_row(guard, trace, row_fmt, Counter(), screen)
+                    result.skipped["sub-agent sessions (--include-subagents keeps them)"] += 1
+                    continue
+                lost: Counter[str] = Counter()
+                # The filters read the sft row's counts, whatever the format written (the same walk).
+                row, n_calls, errors, unanswered = _guarded_row(guard, trace, row_fmt, lost, screen)
+                if not row["messages"]:
+                    result.skipped["sessions without messages"] += 1
+                    continue
+                if not filters.errors and (errors or unanswered):
+                    result.skipped["sessions with errors or unanswered calls"] += 1
+                    continue
+                if n_calls < filters.min_tool_calls:
+                    result.skipped[f"sessions with fewer than {filters.min_tool_calls} tool calls"] += 1
+                    continue
+                if not _outcome_ok(trace, fmt, filters, result):
+                    continue
+                result.dropped.update(lost)
+                result.tool_calls += n_calls
+                yield file_index, trace_index, trace, row
+        finally:
+            if screen and guard is not None:
+                result.redactions.update({k: n - before.get(k, 0) for k, n in guard.counts.items() if n != before.get(k, 0)})
 
 
 def _outcome_ok(trace: Trace, fmt: str, filters: _Filters, result: ExportResult) -> bool:
@@ -455,13 +578,13 @@ def _dpo_rows(
             try:
                 # The same guard as the first pass: redacted the same way; what it
                 # counts now is not added to the result (counted in the first pass).
-                traces, _, _ = _load(files[file_index], from_, redact, guard)
+                traces, _, _, screen = _load(files[file_index], from_, redact, guard)
             except (OSError, ValueError) as exc:  # changed since the first pass
                 result.failed.append(_reason(files[file_index], exc))
                 continue
             for trace_index, trace in enumerate(traces):
                 if (file_index, trace_index) in wanted:
-                    loaded[(file_index, trace_index)] = (trace, trace_row(trace, "sft", Counter()))
+                    loaded[(file_index, trace_index)] = (trace, _guarded_row(guard, trace, "sft", Counter(), screen)[0])
         for a, b in chosen_pairs:
             if (a.file, a.position) not in loaded or (b.file, b.position) not in loaded:
                 result.skipped["pairs whose sessions could not be read again"] += 1

@@ -188,38 +188,31 @@ def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 
 def read_tree(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
     """Like :func:`read`, every message of the file in file order (every branch of a tree)."""
-    return read_parsed(path, strict=strict).trace
+    p = Path(path)
+    trace = _read_whole(p)
+    if trace is not None:
+        return trace
+    outcome = empty_outcome()
+    it = _iter(p, strict, outcome)
+    header = next(it)[1]
+    return Trace(header=header, messages=[m for _, m in it], path=p, outcome=outcome)
 
 
-#: Files up to this size are parsed in one orjson call (:func:`read_parsed`);
+#: Files up to this size are parsed in one orjson call (:func:`_read_whole`);
 #: larger ones line by line, so a huge trace is not held twice as bytes.
 WHOLE_FILE_BYTES = 64 << 20
 
 
-class Parsed(NamedTuple):
-    """A trace as :func:`read_tree` reads it, with what the reading already had:
-    the file's bytes and the line of each message (for a screen of the bytes)."""
+def _read_whole(p: Path) -> Trace | None:
+    """:func:`read_tree`'s trace of a well-formed file, its lines parsed in one
+    ``orjson.loads`` of the lines joined into one JSON array (one call, not
+    one per line); ``None`` for any other file, read line by line (which
+    reports what is wrong with it, or skips a torn last line).
 
-    trace: Trace
-    #: The whole file; ``b""`` when it was read line by line.
-    data: bytes
-    #: 0-based line of each of ``trace.messages`` in *data*; ``None`` when the
-    #: file was read line by line (too big, blank or torn lines, no final newline).
-    lines: list[int] | None
-
-
-def read_parsed(path: str | os.PathLike[str], *, strict: bool = True) -> Parsed:
-    """:func:`read_tree`'s trace (every message, file order), read in one piece when it can be.
-
-    The lines of a well-formed file are parsed in one ``orjson.loads`` of the
-    lines joined into one JSON array: one call instead of one per line. The
-    array has one item per line exactly when every line is a JSON value by
-    itself (a comma inside a value would merge two lines into fewer items),
-    so the result is what line-by-line parsing gives; anything else (a blank
-    or torn line, no final newline, invalid JSON, a file too big) is read line
-    by line, which reports it as before."""
-    p = Path(path)
-    data = b""
+    The array has one item per line exactly when each line is a JSON value by
+    itself (a comma inside a value would merge two lines into fewer items):
+    then the items are what line-by-line parsing gives. A blank line, a torn
+    one, no final newline or invalid JSON fail the parse or the count."""
     try:
         f = open(p, "rb")
     except OSError:
@@ -227,26 +220,22 @@ def read_parsed(path: str | os.PathLike[str], *, strict: bool = True) -> Parsed:
             _open(p)  # its message (Windows says PermissionError)
         raise
     with f:
-        if os.fstat(f.fileno()).st_size <= WHOLE_FILE_BYTES:
-            data = f.read()
-    objs: Any = None
-    if data.endswith(b"\n"):
-        body = data[:-1]
-        try:
-            objs = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
-        except orjson.JSONDecodeError:
-            objs = None
-        if objs is not None and len(objs) != body.count(b"\n") + 1:
-            objs = None
-    if not objs:
-        outcome = empty_outcome()
-        it = _iter(p, strict, outcome)
-        header = next(it)[1]
-        return Parsed(Trace(header=header, messages=[m for _, m in it], path=p, outcome=outcome), b"", None)
+        if os.fstat(f.fileno()).st_size > WHOLE_FILE_BYTES:
+            return None
+        data = f.read()
+    if not data.endswith(b"\n"):
+        return None
+    body = data[:-1]
+    try:
+        objs = orjson.loads(b"[" + body.replace(b"\n", b",") + b"]")
+    except orjson.JSONDecodeError:
+        return None
+    if not objs or len(objs) != body.count(b"\n") + 1:
+        return None
     header = _check_header(p, objs[0])
     outcome = empty_outcome()
     messages: list[dict[str, Any]] = []
-    lines: list[int] = []
+    append = messages.append
     for n, obj in enumerate(objs):
         if not n:
             continue
@@ -258,16 +247,14 @@ def read_parsed(path: str | os.PathLike[str], *, strict: bool = True) -> Parsed:
                 if type(msg) is dict:
                     role = msg.get("role")
                     if type(role) is str and role in ROLES and type(msg.get("content")) is str:
-                        messages.append(msg)
-                        lines.append(n)
+                        append(msg)
                         continue
             elif kind == OUTCOME_TYPE:
                 if isinstance(obj.get("outcome"), dict):
                     merge_outcome(outcome, obj["outcome"])
                 continue
-        messages.append(message_of(p, n + 1, obj))
-        lines.append(n)
-    return Parsed(Trace(header=header, messages=messages, path=p, outcome=outcome), data, lines)
+        append(message_of(p, n + 1, obj))
+    return Trace(header=header, messages=messages, path=p, outcome=outcome)
 
 
 _OPTIONAL_STR = ("reasoningContent", "model", "toolCallId")
