@@ -181,7 +181,14 @@ def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 
     Of a llama.app message tree, the messages are its active path (root to
     ``currNode``, without the root placeholder); :func:`read_tree` keeps them all."""
-    trace = read_tree(path, strict=strict)
+    p = Path(path)
+    whole = _read_whole(p)
+    if whole is not None:
+        trace, flat = whole
+        if flat and not is_tree(trace.header, trace.messages):
+            return trace  # what resolve() returns for it, without a call per message
+    else:
+        trace = _read_lines(p, strict)
     trace.messages = resolve(trace.header, trace.messages)
     return trace
 
@@ -189,9 +196,11 @@ def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 def read_tree(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
     """Like :func:`read`, every message of the file in file order (every branch of a tree)."""
     p = Path(path)
-    trace = _read_whole(p)
-    if trace is not None:
-        return trace
+    whole = _read_whole(p)
+    return whole[0] if whole is not None else _read_lines(p, strict)
+
+
+def _read_lines(p: Path, strict: bool) -> Trace:
     outcome = empty_outcome()
     it = _iter(p, strict, outcome)
     header = next(it)[1]
@@ -203,8 +212,9 @@ def read_tree(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 WHOLE_FILE_BYTES = 64 << 20
 
 
-def _read_whole(p: Path) -> Trace | None:
-    """:func:`read_tree`'s trace of a well-formed file, its lines parsed in one
+def _read_whole(p: Path) -> tuple[Trace, bool] | None:
+    """(:func:`read_tree`'s trace, whether no message has a ``type``: no tree
+    placeholder) of a well-formed file, its lines parsed in one
     ``orjson.loads`` of the lines joined into one JSON array (one call, not
     one per line); ``None`` for any other file, read line by line (which
     reports what is wrong with it, or skips a torn last line).
@@ -236,6 +246,7 @@ def _read_whole(p: Path) -> Trace | None:
     outcome = empty_outcome()
     messages: list[dict[str, Any]] = []
     append = messages.append
+    flat = True
     for n, obj in enumerate(objs):
         if not n:
             continue
@@ -248,13 +259,16 @@ def _read_whole(p: Path) -> Trace | None:
                     role = msg.get("role")
                     if type(role) is str and role in ROLES and type(msg.get("content")) is str:
                         append(msg)
+                        if flat and "type" in msg:
+                            flat = False
                         continue
             elif kind == OUTCOME_TYPE:
                 if isinstance(obj.get("outcome"), dict):
                     merge_outcome(outcome, obj["outcome"])
                 continue
         append(message_of(p, n + 1, obj))
-    return Trace(header=header, messages=messages, path=p, outcome=outcome)
+        flat = False
+    return Trace(header=header, messages=messages, path=p, outcome=outcome), flat
 
 
 _OPTIONAL_STR = ("reasoningContent", "model", "toolCallId")
