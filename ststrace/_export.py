@@ -47,6 +47,7 @@ from ._tools import merge
 __all__ = ["FORMATS", "ExportResult", "export", "trace_row"]
 
 FORMATS = ("sft", "messages", "rewards", "kto", "dpo")
+_loads = orjson.loads
 #: Formats whose rows need an outcome (sessions without one are left out and counted).
 _NEED_OUTCOME = ("rewards", "kto", "dpo")
 #: Rows per Parquet row group: bounded memory, and groups big enough to compress.
@@ -243,7 +244,13 @@ def _row(
                     names[cid] = name
                     raw = fn.get("arguments", "{}")
                     if sft:
-                        args: Any = _arguments(raw, lost)
+                        # The common case without a call; _arguments counts the others.
+                        try:
+                            args: Any = _loads(raw) if type(raw) is str else None
+                        except orjson.JSONDecodeError:
+                            args = None
+                        if type(args) is not dict:
+                            args = _arguments(raw, lost)
                     else:
                         args = raw if isinstance(raw, str) else dumps(raw).decode()
                     calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
@@ -263,7 +270,7 @@ def _row(
                 lost["tool results without their call"] += 1
                 continue
             answered.add(cid)
-            if _is_error(text):
+            if text[:5].lower() == "error":  # _is_error
                 errors += 1
             if sft:
                 append({"role": "tool", "tool_call_id": cid, "name": names[cid], "content": text})
