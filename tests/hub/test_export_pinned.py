@@ -1,7 +1,7 @@
 """The exact bytes ``export`` writes, pinned (issue 32: the export path was
 rebuilt for speed and must not change a byte of its output).
 
-The inputs under tests/fixtures/export-pinned/in/ cover rollouts of one task
+The inputs under tests/hub/export_pinned/in/ cover rollouts of one task
 with outcomes, reasoning, usage, token ids, a secret in a tool result and in
 arguments, a sub-agent, odd shapes (malformed and unanswered calls, results
 without a call, JSON escapes, a data URL, non-ASCII), a torn last line, a
@@ -21,7 +21,7 @@ import pytest
 
 from ststrace._export import export
 
-FIXTURES = Path(__file__).parent.parent / "fixtures" / "export-pinned"
+FIXTURES = Path(__file__).parent / "export_pinned"
 IN = FIXTURES / "in"
 EXPECTED = FIXTURES / "expected"
 
