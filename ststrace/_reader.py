@@ -209,7 +209,7 @@ def _read_lines(p: Path, strict: bool) -> Trace:
 
 #: Files up to this size are parsed in one orjson call (:func:`_read_whole`);
 #: larger ones line by line, so a huge trace is not held twice as bytes.
-WHOLE_FILE_BYTES = 64 << 20
+WHOLE_FILE_BYTES = 16 << 20
 
 
 def _read_whole(p: Path) -> tuple[Trace, bool] | None:
