@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import weakref
 from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
@@ -111,19 +112,27 @@ class _Texts:
     each message (content, reasoning, tool calls' ids, names and arguments,
     model, tool-call id), and the messages the guard must judge itself."""
 
-    __slots__ = ("strings", "marks", "suspects", "escapes", "screen")
+    __slots__ = ("strings", "marks", "suspects", "pending", "clean", "escapes", "screen")
 
     def __init__(self, guard: MessageGuard) -> None:
         redactor = guard.redactor
         self.strings: list[str] = []
         #: Index in :attr:`strings` of each message's first string.
         self.marks: list[int] = []
-        #: Messages for the guard whatever the scan of the strings finds.
+        #: Messages for the guard whatever the scan of the strings finds (shapes it handles its own way).
         self.suspects: set[int] = set()
+        #: Messages whose extra fields the guard's screen flags, with those fields' JSON text.
+        self.pending: dict[int, bytes] = {}
         #: Whether any backslash in arguments is read behind (MessageGuard._arguments).
         self.escapes = redactor is not None and redactor.escapes_matter
         #: The guard's own first look at extra fields (None: it ignores them).
         self.screen = guard.screen if redactor is not None else None
+        # Extra fields the guard left alone before, by their JSON text (tool
+        # schemas repeat from session to session), while its redactor is the same.
+        known = _CLEAN_EXTRAS.get(guard)
+        if known is None or known[0] is not redactor:
+            known = _CLEAN_EXTRAS[guard] = (redactor, set())
+        self.clean = known[1]
 
     def take(self, index: int, m: dict[str, Any]) -> None:
         """Collect the strings of message *index* (the reader checked its role and content)."""
@@ -138,6 +147,24 @@ class _Texts:
             strings.append(m["content"])
             strings.append(m["toolCallId"])
             return
+        if m.keys() <= _REPLY_KEYS:
+            # A reply as the recorders write it (an absent field reads as one of its type).
+            reasoning = m.get("reasoningContent", "")
+            model = m.get("model", "")
+            calls = m.get("toolCalls", _NO_CALLS)
+            if type(reasoning) is str and type(model) is str and type(m.get("timestamp", 0)) is int and (
+                type(calls) is list or calls is _NO_CALLS
+            ):
+                strings.append(m["content"])
+                if reasoning:
+                    strings.append(reasoning)
+                if model:
+                    strings.append(model)
+                if calls:
+                    self._calls(index, calls)
+                if "usage" in m:
+                    self._extra(index, {"usage": m["usage"]})
+                return
         add = strings.append
         extra: dict[str, Any] | None = None
         for key, value in m.items():
@@ -162,14 +189,20 @@ class _Texts:
             if extra is None:
                 extra = {}
             extra[key] = value
-        if extra is not None and self.screen is not None:
-            # Fields the guard judges by their JSON text (usage, tools, anything a
-            # caller added): its own first look, as it takes it.
-            try:
-                if self.screen(dumps(extra).decode("utf-8", "replace")):
-                    self.suspects.add(index)
-            except Exception:
-                self.suspects.add(index)
+        if extra is not None:
+            self._extra(index, extra)
+
+    def _extra(self, index: int, extra: dict[str, Any]) -> None:
+        """Fields the guard judges by their JSON text (usage, tools, anything a
+        caller added): its own first look, as it takes it."""
+        if self.screen is None:
+            return
+        try:
+            raw = dumps(extra)
+            if raw not in self.clean and self.screen(raw.decode("utf-8", "replace")):
+                self.pending[index] = raw
+        except Exception:
+            self.suspects.add(index)
 
     def _calls(self, index: int, calls: list[Any]) -> None:
         add = self.strings.append
@@ -193,6 +226,12 @@ _PLAIN: dict[str, type] = {
     "role": str, "content": str, "timestamp": int, "reasoningContent": str, "toolCalls": list, "model": str, "toolCallId": str,
 }
 _NUMBER_LISTS = frozenset({"tokenIds", "promptTokenIds", "logprobs"})
+#: The fields of a reply as the recorders write it.
+_REPLY_KEYS = frozenset({"role", "content", "reasoningContent", "toolCalls", "model", "usage", "timestamp"})
+_NO_CALLS: tuple[()] = ()
+#: Per guard: (its redactor, the JSON texts of extra fields it left alone). Bounded.
+_CLEAN_EXTRAS: weakref.WeakKeyDictionary[MessageGuard, tuple[Any, set[bytes]]] = weakref.WeakKeyDictionary()
+_CLEAN_EXTRAS_MAX = 256
 #: Text fields the guard reads by name (a role is not scanned).
 _TEXT_KEYS = frozenset({"content", "reasoningContent", "model", "toolCallId"})
 
@@ -364,15 +403,25 @@ def _guarded_row(
     texts = _Texts(guard)
     local: Counter[str] = Counter()
     built = _row(trace, fmt, local, texts)
-    suspects = _screen(guard, texts)
+    hits = _screen(guard, texts)
     messages = trace.messages
     changed = False
-    for i in range(len(messages)) if suspects is None else sorted(suspects):
+    if hits is None:
+        flagged: Iterable[int] = range(len(messages))
+    else:
+        flagged = sorted(hits | texts.suspects | texts.pending.keys())
+    for i in flagged:
         m = messages[i]
         new = guard.message(m)
         if new is not m:
             messages[i] = new
             changed = True
+        elif hits is not None and i in texts.pending and i not in hits and i not in texts.suspects:
+            # Flagged for its extra fields alone, and the guard left it: they are clean.
+            clean = texts.clean
+            if len(clean) >= _CLEAN_EXTRAS_MAX:
+                clean.clear()
+            clean.add(texts.pending[i])
     if changed:
         local = Counter()
         built = _row(trace, fmt, local, None)
@@ -382,39 +431,40 @@ def _guarded_row(
 
 
 def _screen(guard: MessageGuard, texts: _Texts) -> set[int] | None:
-    """Indexes of the messages the guard may change (``None``: all of them)."""
+    """Indexes of the messages whose strings hold something the guard changes
+    (a secret, a data URL, a field over the cap); ``None``: it cannot be told."""
     strings = texts.strings
-    suspects = set(texts.suspects)
+    hits: set[int] = set()
     if not strings:
-        return suspects
+        return hits
     try:
         joined = "\n".join(strings)
-        hits: list[tuple[int, int]] = []  # (start, end) in joined
+        spans: list[tuple[int, int]] = []  # (start, end) in joined
         cap = guard.max_field_chars
         if cap is not None:
             # Caps and media placeholders are on together.
             at = joined.find(";base64,")
             while at >= 0:
-                hits.append((at, at + 8))
+                spans.append((at, at + 8))
                 at = joined.find(";base64,", at + 1)
             if len(joined) > cap:
                 long = [i for i, s in enumerate(strings) if len(s) > cap]
-                suspects.update(bisect_right(texts.marks, i) - 1 for i in long)
+                hits.update(bisect_right(texts.marks, i) - 1 for i in long)
         if guard.redactor is not None:
-            hits.extend((a, b) for _, a, b in guard.redactor.find(joined))
-        if hits:
+            spans.extend((a, b) for _, a, b in guard.redactor.find(joined))
+        if spans:
             starts: list[int] = []
             pos = 0
             for s in strings:
                 starts.append(pos)
                 pos += len(s) + 1
             marks = texts.marks
-            for a, b in hits:
+            for a, b in spans:
                 for i in range(bisect_right(starts, a) - 1, bisect_right(starts, max(b - 1, a))):
-                    suspects.add(bisect_right(marks, i) - 1)
+                    hits.add(bisect_right(marks, i) - 1)
     except Exception:  # the guard itself fails closed and reports it
         return None
-    return suspects
+    return hits
 
 
 def _reason(path: Path, exc: Exception) -> str:

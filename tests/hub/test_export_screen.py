@@ -51,7 +51,8 @@ def _flagged(guard: MessageGuard, message: dict[str, Any]) -> set[int] | None:
     trace = Trace({"type": "session", "harness": "h", "id": "s"}, [dict(FILLER), message, dict(FILLER)])
     texts = _Texts(guard)
     _row(trace, "sft", Counter(), texts)
-    return _screen(guard, texts)
+    hits = _screen(guard, texts)
+    return None if hits is None else hits | texts.suspects | texts.pending.keys()
 
 
 def _check(guard: MessageGuard, samples: list[str]) -> int:
@@ -135,3 +136,32 @@ def test_export_guards_as_convert_does(tmp_path: Path) -> None:
         assert orjson.dumps(row) == orjson.dumps(trace_row(expected, "sft", Counter()))
         redacted += sum(other.counts.values())
     assert redacted > 10  # secrets were found and redacted on both sides
+
+
+def test_clean_extra_fields_are_judged_once_per_guard() -> None:
+    """Tool schemas the guard left alone are not flagged again; extra fields with a
+    secret always are (never remembered as clean); a new redactor starts afresh."""
+    guard = MessageGuard(Redactor(env=False))
+    tools = [{"type": "function", "function": {"name": "read_file", "description": "Read a file", "parameters": {}}}]
+    secret = POSITIVES[0][2].format(POSITIVES[0][1])
+    system = {"role": "system", "content": "You are an agent.", "tools": tools, "timestamp": 1}
+    leaky = {"role": "user", "content": "ok", "meta": {"note": secret}, "timestamp": 1}
+
+    def run() -> tuple[set[int], list[dict[str, Any]]]:
+        trace = Trace({"type": "session", "harness": "h", "id": "s"}, [dict(system), dict(leaky)])
+        texts = _Texts(guard)
+        _row(trace, "sft", Counter(), texts)
+        flagged = set(texts.pending)
+        _guarded_row(guard, trace, "sft", Counter(), True)
+        return flagged, trace.messages
+
+    flagged, messages = run()
+    assert flagged == {0, 1}  # the guard's screen looks at both (a "_" in read_file; the secret)
+    assert messages[0] == system and secret not in orjson.dumps(messages[1]).decode()
+    flagged, messages = run()
+    assert flagged == {1}  # the schemas were clean; the secret is judged again, and redacted
+    assert secret not in orjson.dumps(messages[1]).decode()
+    assert guard.counts[POSITIVES[0][0]] == 2
+    guard._use(Redactor(env=False, literals=["You are an agent."]))  # as when an environment secret appears
+    flagged, messages = run()
+    assert flagged == {0, 1}
