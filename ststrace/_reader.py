@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -223,16 +224,31 @@ def _read_whole(p: Path) -> tuple[Trace, bool] | None:
     itself (a comma inside a value would merge two lines into fewer items):
     then the items are what line-by-line parsing gives. A blank line, a torn
     one, no final newline or invalid JSON fail the parse or the count."""
+    # os-level calls: a file object costs more than the read of a small file.
     try:
-        f = open(p, "rb")
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_BINARY", 0))
     except OSError:
         if p.is_dir():
             _open(p)  # its message (Windows says PermissionError)
         raise
-    with f:
-        if os.fstat(f.fileno()).st_size > WHOLE_FILE_BYTES:
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            _open(p)  # its message
+        size = st.st_size
+        if size > WHOLE_FILE_BYTES:
             return None
-        data = f.read()
+        data = os.read(fd, size + 1)
+        if len(data) > size:  # grown since (or a size the system does not know): to the end
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > WHOLE_FILE_BYTES:
+                    return None
+            data = b"".join(chunks)
+    finally:
+        os.close(fd)
     if not data.endswith(b"\n"):
         return None
     body = data[:-1]
