@@ -49,6 +49,7 @@ __all__ = ["FORMATS", "ExportResult", "export", "trace_row"]
 
 FORMATS = ("sft", "messages", "rewards", "kto", "dpo")
 _loads = orjson.loads
+_E = frozenset("eE")
 #: Formats whose rows need an outcome (sessions without one are left out and counted).
 _NEED_OUTCOME = ("rewards", "kto", "dpo")
 #: Rows per Parquet row group: bounded memory, and groups big enough to compress.
@@ -251,9 +252,22 @@ def _row(
     usage: dict[str, Any] = {}
     errors = 0
     n_calls = 0
+    if texts is not None:
+        strings = texts.strings
+        marks = texts.marks
     for index, m in enumerate(trace.messages):
         if texts is not None:
-            texts.take(index, m)
+            # A user, system or tool message as recorded, inline; the rest in take().
+            n = len(m)
+            if n == 3 and type(m.get("timestamp")) is int:
+                marks.append(len(strings))
+                strings.append(m["content"])
+            elif n == 4 and type(m.get("timestamp")) is int and type(m.get("toolCallId")) is str:
+                marks.append(len(strings))
+                strings.append(m["content"])
+                strings.append(m["toolCallId"])
+            else:
+                texts.take(index, m)
         if "tools" in m:
             offered.append(m["tools"])
         role = m.get("role")
@@ -309,7 +323,7 @@ def _row(
                 lost["tool results without their call"] += 1
                 continue
             answered.add(cid)
-            if text[:5].lower() == "error":  # _is_error
+            if text[:1] in _E and text[:5].lower() == "error":  # _is_error
                 errors += 1
             if sft:
                 append({"role": "tool", "tool_call_id": cid, "name": names[cid], "content": text})

@@ -339,6 +339,10 @@ _TRACE_NAME = re.compile(
 )
 
 
+def _parts(path: Path) -> tuple[str, ...]:
+    return path.parts
+
+
 def _trace_files(top: Path) -> list[Path]:
     """The files under *top* whose names match :data:`_TRACE_GLOBS`: what
     ``rglob`` gives for each glob (into sub-directories, not through links to
@@ -377,7 +381,8 @@ def input_files(names: Iterable[str | os.PathLike[str]], outdir: Path | None = N
     for name in names:
         p = Path(name)
         if p.is_dir():
-            found = iter(sorted(_trace_files(p)))
+            # Path order; by parts on POSIX, the same order without Path.__lt__ per comparison.
+            found = iter(sorted(_trace_files(p), key=None if os.name == "nt" else _parts))
             # Only an output directory strictly below the input one: with `-o dir`
             # itself, the inputs and outputs cannot be told apart by place.
             below = skip is not None and skip != p.resolve()
