@@ -79,11 +79,6 @@ class ExportResult:
 # -- one trace -> one row ------------------------------------------------------------
 
 
-def _is_error(text: str) -> bool:
-    # The rule of convert --to pi and the viewer: a failed result starts with "Error".
-    return text[:5].lower() == "error"
-
-
 def _arguments(raw: Any, dropped: Counter[str]) -> Any:
     """Arguments as an object (chat templates iterate them as a mapping)."""
     if isinstance(raw, str):
@@ -323,7 +318,8 @@ def _row(
                 lost["tool results without their call"] += 1
                 continue
             answered.add(cid)
-            if text[:1] in _E and text[:5].lower() == "error":  # _is_error
+            # The rule of convert --to pi and the viewer: a failed result starts with "Error".
+            if text[:1] in _E and text[:5].lower() == "error":
                 errors += 1
             if sft:
                 append({"role": "tool", "tool_call_id": cid, "name": names[cid], "content": text})
@@ -409,7 +405,8 @@ def _guarded_row(
     The walk that builds the row also collects every string the guard would
     look at; one :meth:`~ststrace.Redactor.find` over them all, joined by
     newlines, says which messages hold something (a secret, a data URL, a field
-    over the cap). Only those go through the guard, and the row is built again.
+    over the cap). Only those go through the guard; the row is built again
+    if it changed one.
     tests/hub/test_export_screen.py checks that a message the scan lets through
     is one the guard leaves as it is, on every detector sample in every field."""
     if guard is None or not screen:
