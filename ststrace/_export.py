@@ -398,7 +398,8 @@ def _load(
 def _guarded_row(
     guard: MessageGuard | None, trace: Trace, fmt: str, lost: Counter[str], screen: bool
 ) -> tuple[dict[str, Any], int, int, int]:
-    """:func:`_row` of *trace* with its messages redacted and capped as ``convert``
+    """:func:`_row` of *trace* (*lost*: empty, gets what the row cannot hold) with
+    its messages redacted and capped as ``convert``
     redacts them (``guard_trace``), with the same result, in one walk when nothing
     needs the guard (the common case).
 
@@ -412,8 +413,7 @@ def _guarded_row(
     if guard is None or not screen:
         return _row(trace, fmt, lost, None)
     texts = _Texts(guard)
-    local: Counter[str] = Counter()
-    built = _row(trace, fmt, local, texts)
+    built = _row(trace, fmt, lost, texts)
     hits = _screen(guard, texts)
     messages = trace.messages
     changed = False
@@ -434,10 +434,8 @@ def _guarded_row(
                 clean.clear()
             clean.add(texts.pending[i])
     if changed:
-        local = Counter()
-        built = _row(trace, fmt, local, None)
-    if local:
-        lost.update(local)
+        lost.clear()
+        built = _row(trace, fmt, lost, None)
     return built
 
 
@@ -556,8 +554,10 @@ def _sessions(
             result.failed.append(_reason(path, exc))
             continue
         result.files += 1
-        result.dropped.update(dropped)
-        result.redactions.update(redactions)
+        if dropped:
+            result.dropped.update(dropped)
+        if redactions:
+            result.redactions.update(redactions)
         try:
             for trace_index, trace in enumerate(traces):
                 if not filters.include_subagents and isinstance(trace.header.get("parentSessionId"), str):
