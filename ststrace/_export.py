@@ -108,10 +108,10 @@ class _Texts:
     each message (content, reasoning, tool calls' ids, names and arguments,
     model, tool-call id), and the messages the guard must judge itself."""
 
-    __slots__ = ("strings", "marks", "suspects", "pending", "clean", "escapes", "screen")
+    __slots__ = ("redactor", "strings", "marks", "suspects", "pending", "clean", "escapes", "screen")
 
     def __init__(self, guard: MessageGuard) -> None:
-        redactor = guard.redactor
+        self.redactor = redactor = guard.redactor
         self.strings: list[str] = []
         #: Index in :attr:`strings` of each message's first string.
         self.marks: list[int] = []
@@ -129,6 +129,19 @@ class _Texts:
         if known is None or known[0] is not redactor:
             known = _CLEAN_EXTRAS[guard] = (redactor, set())
         self.clean = known[1]
+
+    @classmethod
+    def of(cls, guard: MessageGuard) -> _Texts:
+        """An empty collection for *guard*: the last one, emptied, while its redactor is the same."""
+        texts = _TEXTS.get(guard)
+        if texts is None or texts.redactor is not guard.redactor:
+            texts = _TEXTS[guard] = cls(guard)
+        else:
+            texts.strings.clear()
+            texts.marks.clear()
+            texts.suspects.clear()
+            texts.pending.clear()
+        return texts
 
     def take(self, index: int, m: dict[str, Any]) -> None:
         """Collect the strings of message *index* (the reader checked its role and content)."""
@@ -228,6 +241,8 @@ _NO_CALLS: tuple[()] = ()
 #: Per guard: (its redactor, the JSON texts of extra fields it left alone). Bounded.
 _CLEAN_EXTRAS: weakref.WeakKeyDictionary[MessageGuard, tuple[Any, set[bytes]]] = weakref.WeakKeyDictionary()
 _CLEAN_EXTRAS_MAX = 256
+#: Per guard, the collection of its last session (sessions are done one at a time).
+_TEXTS: weakref.WeakKeyDictionary[MessageGuard, _Texts] = weakref.WeakKeyDictionary()
 #: Text fields the guard reads by name (a role is not scanned).
 _TEXT_KEYS = frozenset({"content", "reasoningContent", "model", "toolCallId"})
 
@@ -412,7 +427,7 @@ def _guarded_row(
     is one the guard leaves as it is, on every detector sample in every field."""
     if guard is None or not screen:
         return _row(trace, fmt, lost, None)
-    texts = _Texts(guard)
+    texts = _Texts.of(guard)
     built = _row(trace, fmt, lost, texts)
     hits = _screen(guard, texts)
     messages = trace.messages
