@@ -6,7 +6,7 @@ import os
 import stat
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PosixPath, WindowsPath
 from typing import Any, Generator, Iterator, Literal, NamedTuple
 
 import orjson
@@ -182,7 +182,8 @@ def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 
     Of a llama.app message tree, the messages are its active path (root to
     ``currNode``, without the root placeholder); :func:`read_tree` keeps them all."""
-    p = Path(path)
+    # A concrete Path as it is: Path(p) would parse it again (export reads thousands).
+    p = path if type(path) is PosixPath or type(path) is WindowsPath else Path(path)
     whole = _read_whole(p)
     if whole is not None:
         trace, flat = whole
@@ -196,7 +197,7 @@ def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 
 def read_tree(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
     """Like :func:`read`, every message of the file in file order (every branch of a tree)."""
-    p = Path(path)
+    p = path if type(path) is PosixPath or type(path) is WindowsPath else Path(path)
     whole = _read_whole(p)
     return whole[0] if whole is not None else _read_lines(p, strict)
 
