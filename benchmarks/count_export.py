@@ -28,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _setup(src: Path, stage: str) -> dict[str, Any]:
     sys.path.insert(0, os.path.join(HERE, ".."))
     import ststrace
+    import ststrace._encode
+    import ststrace._export  # imported here, not counted in the stage (it imports the converters)
     from ststrace._guard import make_guard
     from ststrace._reader import read
 
