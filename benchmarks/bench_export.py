@@ -2,6 +2,7 @@
 
 Run: ``python benchmarks/bench_export.py [--sessions N] [--repeat R]``
 or ``python benchmarks/bench_export.py --format dpo --sessions 10000``
+or ``python benchmarks/bench_export.py --stages`` (issue 32: where export's time goes)
 
 ``--format dpo`` (issue 29): sessions recorded as rollouts (a ``taskId`` per 4
 samples, a reward each); ``export(format="dpo")`` runs in a fresh process,
@@ -125,13 +126,88 @@ def main_dpo(args: argparse.Namespace) -> None:
         print(f"dpo / sft: {best['dpo'][0] / best['sft'][0]:.2f}x wall, {best['dpo'][1] / best['sft'][1]:.2f}x CPU (dpo reads each paired file twice)")
 
 
+def main_stages(args: argparse.Namespace) -> None:
+    """Each stage of ``export`` alone over the same files, in ms and as a ratio
+    to ``iter_messages``: what the export's ratio is made of (issue 32)."""
+    from collections import Counter
+
+    from ststrace._convert import input_files
+    from ststrace._encode import dumps
+    from ststrace._export import _guarded_row, _row, _screen, _Texts
+    from ststrace._guard import make_guard
+    from ststrace._reader import read
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "traces"
+        size = make_sessions(src, args.sessions)
+        print(f"{args.sessions} sessions, {size / 1e6:.1f} MB")
+        files = sorted(src.glob("*.jsonl"))
+        outs = Path(tmp) / "out"
+        outs.mkdir()
+        counter = iter(range(10**9))
+        guard = make_guard(True)
+        assert guard is not None
+        traces = [read(f, strict=False) for f in files]
+        rows = [_row(t, "sft", Counter(), None)[0] for t in traces]
+        texts = []
+        for t in traces:
+            collected = _Texts(guard)
+            _row(t, "sft", Counter(), collected)
+            texts.append(collected)
+        # The stages run over all sessions held in memory, export over one at a
+        # time: out of the collector's sight, they do not slow its passes.
+        import gc
+
+        gc.freeze()
+
+        def read_each() -> None:
+            for f in files:
+                read(f, strict=False)
+
+        def write_rows() -> None:
+            with open(outs / f"{next(counter)}.jsonl", "wb", buffering=1 << 20) as f:
+                for row in rows:
+                    f.write(dumps(row) + b"\n")
+                f.flush()
+                os.fsync(f.fileno())
+
+        cases = {
+            "iter_messages (the 1.00x)": lambda: read_all(src),
+            "export, whole": lambda: ststrace.export(src, outs / f"{next(counter)}.jsonl"),
+            "  list the inputs (input_files)": lambda: input_files([src]),
+            "  read and parse (read)": read_each,
+            "  row walk alone (redact=False)": lambda: [_row(t, "sft", Counter(), None)[1] for t in traces],
+            "  row walk + strings collected": lambda: [_row(t, "sft", Counter(), _Texts(guard))[1] for t in traces],
+            "  scan (join + Redactor.find)": lambda: [_screen(guard, t) for t in texts],
+            "  walk + scan + guard of flagged": lambda: [_guarded_row(guard, t, "sft", Counter(), True)[1] for t in traces],
+            "  encode + write + fsync": write_rows,
+        }
+        best = {name: (float("inf"), float("inf")) for name in cases}
+        for _ in range(args.repeat):
+            for name, run in cases.items():
+                cpu, start = time.process_time_ns(), time.perf_counter_ns()
+                run()
+                wall, used = time.perf_counter_ns() - start, time.process_time_ns() - cpu
+                best[name] = (min(best[name][0], wall), min(best[name][1], used))
+                for f in outs.iterdir():
+                    f.unlink()
+        base = best["iter_messages (the 1.00x)"]
+        for name, (wall, used) in best.items():
+            r = ratio((wall, used), base)
+            print(f"{name:38s} {wall / 1e6:8.1f} ms wall {used / 1e6:8.1f} ms CPU  {r[0]:.2f}x / {r[1]:.2f}x")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--format", choices=("sft", "dpo"), default="sft", help="dpo: the preference export of rollouts (issue 29)")
+    ap.add_argument("--stages", action="store_true", help="time each stage of export alone (issue 32)")
     args = ap.parse_args()
     print(machine_line())
+    if args.stages:
+        main_stages(args)
+        return
     if args.format == "dpo":
         main_dpo(args)
         return

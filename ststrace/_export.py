@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import os
 import secrets
+import weakref
+from bisect import bisect_right
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +37,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ._convert import ConvertError, convert_file, guard_trace, input_files, is_sts
+from ._convert import ConvertError, convert_file, input_files, is_sts
 from ._encode import dumps
 from ._errors import TraceFormatError
 from ._guard import MessageGuard, make_guard
@@ -46,6 +48,8 @@ from ._tools import merge
 __all__ = ["FORMATS", "ExportResult", "export", "trace_row"]
 
 FORMATS = ("sft", "messages", "rewards", "kto", "dpo")
+_loads = orjson.loads
+_E = frozenset("eE")
 #: Formats whose rows need an outcome (sessions without one are left out and counted).
 _NEED_OUTCOME = ("rewards", "kto", "dpo")
 #: Rows per Parquet row group: bounded memory, and groups big enough to compress.
@@ -75,11 +79,6 @@ class ExportResult:
 # -- one trace -> one row ------------------------------------------------------------
 
 
-def _is_error(text: str) -> bool:
-    # The rule of convert --to pi and the viewer: a failed result starts with "Error".
-    return text[:5].lower() == "error"
-
-
 def _arguments(raw: Any, dropped: Counter[str]) -> Any:
     """Arguments as an object (chat templates iterate them as a mapping)."""
     if isinstance(raw, str):
@@ -100,9 +99,162 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
     """The training row of *trace* (see the module docstring for the shapes).
 
     *dropped* counts what the row cannot hold."""
-    lost: Counter[str] = dropped if dropped is not None else Counter()
+    return _row(trace, fmt, dropped if dropped is not None else Counter(), None)[0]
+
+
+class _Texts:
+    """What the guard would look at in a trace's messages, collected by the walk
+    that builds its row (see :func:`_guarded_row`): the named text fields of
+    each message (content, reasoning, tool calls' ids, names and arguments,
+    model, tool-call id), and the messages the guard must judge itself."""
+
+    __slots__ = ("redactor", "strings", "marks", "suspects", "pending", "clean", "escapes", "screen")
+
+    def __init__(self, guard: MessageGuard) -> None:
+        self.redactor = redactor = guard.redactor
+        self.strings: list[str] = []
+        #: Index in :attr:`strings` of each message's first string.
+        self.marks: list[int] = []
+        #: Messages for the guard whatever the scan of the strings finds (shapes it handles its own way).
+        self.suspects: set[int] = set()
+        #: Messages whose extra fields the guard's screen flags, with those fields' JSON text.
+        self.pending: dict[int, bytes] = {}
+        #: Whether any backslash in arguments is read behind (MessageGuard._arguments).
+        self.escapes = redactor is not None and redactor.escapes_matter
+        #: The guard's own first look at extra fields (None: it ignores them).
+        self.screen = guard.screen if redactor is not None else None
+        # Extra fields the guard left alone before, by their JSON text (tool
+        # schemas repeat from session to session), while its redactor is the same.
+        known = _CLEAN_EXTRAS.get(guard)
+        if known is None or known[0] is not redactor:
+            known = _CLEAN_EXTRAS[guard] = (redactor, set())
+        self.clean = known[1]
+
+    @classmethod
+    def of(cls, guard: MessageGuard) -> _Texts:
+        """An empty collection for *guard*: the last one, emptied, while its redactor is the same."""
+        texts = _TEXTS.get(guard)
+        if texts is None or texts.redactor is not guard.redactor:
+            texts = _TEXTS[guard] = cls(guard)
+        else:
+            texts.strings.clear()
+            texts.marks.clear()
+            texts.suspects.clear()
+            texts.pending.clear()
+        return texts
+
+    def take(self, index: int, m: dict[str, Any]) -> None:
+        """Collect the strings of message *index* (the reader checked its role and content)."""
+        strings = self.strings
+        self.marks.append(len(strings))
+        n = len(m)
+        # The shapes of a user, system or tool message, without a loop.
+        if n == 3 and type(m.get("timestamp")) is int:
+            strings.append(m["content"])
+            return
+        if n == 4 and type(m.get("timestamp")) is int and type(m.get("toolCallId")) is str:
+            strings.append(m["content"])
+            strings.append(m["toolCallId"])
+            return
+        if m.keys() <= _REPLY_KEYS:
+            # A reply as the recorders write it (an absent field reads as one of its type).
+            reasoning = m.get("reasoningContent", "")
+            model = m.get("model", "")
+            calls = m.get("toolCalls", _NO_CALLS)
+            if type(reasoning) is str and type(model) is str and type(m.get("timestamp", 0)) is int and (
+                type(calls) is list or calls is _NO_CALLS
+            ):
+                strings.append(m["content"])
+                if reasoning:
+                    strings.append(reasoning)
+                if model:
+                    strings.append(model)
+                if calls:
+                    self._calls(index, calls)
+                if "usage" in m:
+                    self._extra(index, {"usage": m["usage"]})
+                return
+        add = strings.append
+        extra: dict[str, Any] | None = None
+        for key, value in m.items():
+            kind = type(value)
+            if kind is str:
+                if key in _TEXT_KEYS:
+                    add(value)
+                    continue
+                if key == "role":
+                    continue
+            elif kind is list:
+                if key == "toolCalls":
+                    self._calls(index, value)
+                    continue
+                if key in _NUMBER_LISTS and all(type(v) in (int, float) for v in value):
+                    continue  # token ids and logprobs: the guard skips them too
+            elif kind is int and key == "timestamp":
+                continue
+            if key in _PLAIN:
+                self.suspects.add(index)  # a named field of another type: the guard's own path
+                continue
+            if extra is None:
+                extra = {}
+            extra[key] = value
+        if extra is not None:
+            self._extra(index, extra)
+
+    def _extra(self, index: int, extra: dict[str, Any]) -> None:
+        """Fields the guard judges by their JSON text (usage, tools, anything a
+        caller added): its own first look, as it takes it."""
+        if self.screen is None:
+            return
+        try:
+            raw = dumps(extra)
+            if raw not in self.clean and self.screen(raw.decode("utf-8", "replace")):
+                self.pending[index] = raw
+        except Exception:
+            self.suspects.add(index)
+
+    def _calls(self, index: int, calls: list[Any]) -> None:
+        add = self.strings.append
+        for call in calls:
+            fn = call.get("function") if type(call) is dict else None
+            if type(fn) is dict and len(call) == 2 and len(fn) == 2:
+                cid, name, args = call.get("id"), fn.get("name"), fn.get("arguments")
+                if type(cid) is str and type(name) is str and type(args) is str:
+                    add(cid)
+                    add(name)
+                    add(args)
+                    # The guard reads arguments behind these escapes (MessageGuard._arguments).
+                    if "\\" in args and (self.escapes or "\\u" in args or "\\/" in args):
+                        self.suspects.add(index)
+                    continue
+            self.suspects.add(index)  # another shape: the guard judges it whole
+
+
+#: Message fields the guard reads by name, with the type it expects.
+_PLAIN: dict[str, type] = {
+    "role": str, "content": str, "timestamp": int, "reasoningContent": str, "toolCalls": list, "model": str, "toolCallId": str,
+}
+_NUMBER_LISTS = frozenset({"tokenIds", "promptTokenIds", "logprobs"})
+#: The fields of a reply as the recorders write it.
+_REPLY_KEYS = frozenset({"role", "content", "reasoningContent", "toolCalls", "model", "usage", "timestamp"})
+_NO_CALLS: tuple[()] = ()
+#: Per guard: (its redactor, the JSON texts of extra fields it left alone). Bounded.
+_CLEAN_EXTRAS: weakref.WeakKeyDictionary[MessageGuard, tuple[Any, set[bytes]]] = weakref.WeakKeyDictionary()
+_CLEAN_EXTRAS_MAX = 256
+#: Per guard, the collection of its last session (sessions are done one at a time).
+_TEXTS: weakref.WeakKeyDictionary[MessageGuard, _Texts] = weakref.WeakKeyDictionary()
+#: Text fields the guard reads by name (a role is not scanned).
+_TEXT_KEYS = frozenset({"content", "reasoningContent", "model", "toolCallId"})
+
+
+def _row(
+    trace: Trace, fmt: str, lost: Counter[str], texts: _Texts | None
+) -> tuple[dict[str, Any], int, int, int]:
+    """(row, tool calls, failed results, unanswered calls) of *trace*, in one walk
+    of its messages; *texts*, when given, collects what the guard looks at."""
     sft = fmt == "sft"
     out: list[dict[str, Any]] = []
+    append = out.append
     names: dict[str, str] = {}
     offered: list[Any] = []
     answered: set[str] = set()
@@ -110,65 +262,91 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
     usage: dict[str, Any] = {}
     errors = 0
     n_calls = 0
-    for m in trace.messages:
+    if texts is not None:
+        strings = texts.strings
+        marks = texts.marks
+    for index, m in enumerate(trace.messages):
+        if texts is not None:
+            # A user, system or tool message as recorded, inline; the rest in take().
+            n = len(m)
+            if n == 3 and type(m.get("timestamp")) is int:
+                marks.append(len(strings))
+                strings.append(m["content"])
+            elif n == 4 and type(m.get("timestamp")) is int and type(m.get("toolCallId")) is str:
+                marks.append(len(strings))
+                strings.append(m["content"])
+                strings.append(m["toolCallId"])
+            else:
+                texts.take(index, m)
         if "tools" in m:
             offered.append(m["tools"])
         role = m.get("role")
         content = m.get("content")
-        text = content if isinstance(content, str) else ""
-        if role in ("system", "user"):
-            out.append({"role": role, "content": text})
+        text = content if type(content) is str else (content if isinstance(content, str) else "")
+        if role == "system" or role == "user":
+            append({"role": role, "content": text})
         elif role == "assistant":
             msg: dict[str, Any] = {"role": "assistant", "content": text}
             reasoning = m.get("reasoningContent")
-            if isinstance(reasoning, str) and reasoning:
+            if reasoning and isinstance(reasoning, str):
                 if sft:
                     msg["reasoning_content"] = reasoning
                 else:
                     lost["reasoning (no field for it in the messages format)"] += 1
-            calls = []
-            for call in m.get("toolCalls") or ():
-                fn = call.get("function") if isinstance(call, dict) else None
-                cid = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(fn, dict) or not isinstance(cid, str):
-                    lost["malformed tool calls"] += 1
-                    continue
-                raw_name = fn.get("name")
-                name = raw_name if isinstance(raw_name, str) else "unknown"
-                names[cid] = name
-                raw = fn.get("arguments", "{}")
-                if sft:
-                    args: Any = _arguments(raw, lost)
-                else:
-                    args = raw if isinstance(raw, str) else dumps(raw).decode()
-                calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
-            if calls:
-                msg["tool_calls"] = calls
-                n_calls += len(calls)
+            tool_calls = m.get("toolCalls")
+            if tool_calls:
+                calls = []
+                for call in tool_calls:
+                    fn = call.get("function") if isinstance(call, dict) else None
+                    cid = call.get("id") if isinstance(call, dict) else None
+                    if not isinstance(fn, dict) or not isinstance(cid, str):
+                        lost["malformed tool calls"] += 1
+                        continue
+                    raw_name = fn.get("name")
+                    name = raw_name if isinstance(raw_name, str) else "unknown"
+                    names[cid] = name
+                    raw = fn.get("arguments", "{}")
+                    if sft:
+                        # The common case without a call; _arguments counts the others.
+                        try:
+                            args: Any = _loads(raw) if type(raw) is str else None
+                        except orjson.JSONDecodeError:
+                            args = None
+                        if type(args) is not dict:
+                            args = _arguments(raw, lost)
+                    else:
+                        args = raw if isinstance(raw, str) else dumps(raw).decode()
+                    calls.append({"id": cid, "type": "function", "function": {"name": name, "arguments": args}})
+                if calls:
+                    msg["tool_calls"] = calls
+                    n_calls += len(calls)
             model = m.get("model")
-            if isinstance(model, str) and model and model not in models:
+            if model and isinstance(model, str) and model not in models:
                 models.append(model)
-            _add_usage(usage, m.get("usage"))
-            out.append(msg)
+            used = m.get("usage")
+            if used is not None:
+                _add_usage(usage, used)
+            append(msg)
         elif role == "tool":
             cid = m.get("toolCallId")
             if not isinstance(cid, str) or cid not in names or cid in answered:
                 lost["tool results without their call"] += 1
                 continue
             answered.add(cid)
-            if _is_error(text):
+            # The rule of convert --to pi and the viewer: a failed result starts with "Error".
+            if text[:1] in _E and text[:5].lower() == "error":
                 errors += 1
-            result: dict[str, Any] = {"role": "tool", "tool_call_id": cid}
             if sft:
-                result["name"] = names[cid]
-            result["content"] = text
-            out.append(result)
-    tools = merge(offered)
+                append({"role": "tool", "tool_call_id": cid, "name": names[cid], "content": text})
+            else:
+                append({"role": "tool", "tool_call_id": cid, "content": text})
+    tools = merge(offered) if offered else []
+    unanswered = len(names) - len(answered)
     row: dict[str, Any] = {"messages": out, "tools": tools}
     if not sft:
         if not tools:
             del row["tools"]
-        return row
+        return row, n_calls, errors, unanswered
     header = trace.header
     title = header.get("name")
     parent = header.get("parentSessionId")
@@ -180,17 +358,19 @@ def trace_row(trace: Trace, fmt: str = "sft", dropped: Counter[str] | None = Non
         usage=usage,
         num_tool_calls=n_calls,
         errors=errors,
-        unanswered_tool_calls=len(names) - len(answered),
+        unanswered_tool_calls=unanswered,
         parent_session_id=parent if isinstance(parent, str) else None,
     )
-    return row
+    return row, n_calls, errors, unanswered
 
 
 def _add_usage(totals: dict[str, Any], usage: Any) -> None:
     if not isinstance(usage, dict):
         return
     for key, value in usage.items():
-        if key == "cost" and isinstance(value, dict):
+        if type(value) is int:
+            totals[key] = totals.get(key, 0) + value
+        elif key == "cost" and isinstance(value, dict):
             total = value.get("total")
             if isinstance(total, (int, float)) and not isinstance(total, bool):
                 totals["cost"] = totals.get("cost", 0.0) + float(total)
@@ -203,11 +383,14 @@ def _add_usage(totals: dict[str, Any], usage: Any) -> None:
 
 def _load(
     path: Path, from_: str | None, redact: bool | Redactor, guard: MessageGuard | None
-) -> tuple[list[Trace], Counter[str], dict[str, int]]:
-    """(traces, dropped, redactions) of one input, read as ``convert`` reads it.
+) -> tuple[list[Trace], Counter[str], dict[str, int], bool]:
+    """(traces, dropped, redactions, to screen) of one input, read as ``convert`` reads it.
 
     *guard* redacts STS traces: one for the whole export, so what repeats from
-    session to session (tool schemas, model names) is judged once."""
+    session to session (tool schemas, model names) is judged once. Their
+    headers are redacted here, their messages as their rows are built
+    (*to screen*, see :func:`_guarded_row`; counted there too)."""
+    trace: Trace | None = None
     if from_ is None:
         # Read as STS first: one open for the common case; a file that is not
         # STS (another agent's format) is converted, one that is and is damaged reported.
@@ -218,17 +401,94 @@ def _load(
         except TraceFormatError:
             if is_sts(path, whole=False):
                 raise
-            trace = None
-    else:
-        trace = None
     if trace is not None:
         if guard is None:
-            return [trace], Counter(), {}
-        before = dict(guard.counts)
-        guard_trace(guard, trace)
-        return [trace], Counter(), {k: n - before.get(k, 0) for k, n in guard.counts.items() if n != before.get(k, 0)}
+            return [trace], Counter(), {}, False
+        trace.header = guard.header(trace.header)
+        return [trace], Counter(), {}, True
     result = convert_file(path, from_, redact=redact)
-    return result.traces, result.dropped, result.redactions
+    return result.traces, result.dropped, result.redactions, False
+
+
+def _guarded_row(
+    guard: MessageGuard | None, trace: Trace, fmt: str, lost: Counter[str], screen: bool
+) -> tuple[dict[str, Any], int, int, int]:
+    """:func:`_row` of *trace* (*lost*: empty, gets what the row cannot hold) with
+    its messages redacted and capped as ``convert``
+    redacts them (``guard_trace``), with the same result, in one walk when nothing
+    needs the guard (the common case).
+
+    The walk that builds the row also collects every string the guard would
+    look at; one :meth:`~ststrace.Redactor.find` over them all, joined by
+    newlines, says which messages hold something (a secret, a data URL, a field
+    over the cap). Only those go through the guard; the row is built again
+    if it changed one.
+    tests/hub/test_export_screen.py checks that a message the scan lets through
+    is one the guard leaves as it is, on every detector sample in every field."""
+    if guard is None or not screen:
+        return _row(trace, fmt, lost, None)
+    texts = _Texts.of(guard)
+    built = _row(trace, fmt, lost, texts)
+    hits = _screen(guard, texts)
+    messages = trace.messages
+    changed = False
+    if hits is None:
+        flagged: Iterable[int] = range(len(messages))
+    else:
+        flagged = sorted(hits | texts.suspects | texts.pending.keys())
+    for i in flagged:
+        m = messages[i]
+        new = guard.message(m)
+        if new is not m:
+            messages[i] = new
+            changed = True
+        elif hits is not None and i in texts.pending and i not in hits and i not in texts.suspects:
+            # Flagged for its extra fields alone, and the guard left it: they are clean.
+            clean = texts.clean
+            if len(clean) >= _CLEAN_EXTRAS_MAX:
+                clean.clear()
+            clean.add(texts.pending[i])
+    if changed:
+        lost.clear()
+        built = _row(trace, fmt, lost, None)
+    return built
+
+
+def _screen(guard: MessageGuard, texts: _Texts) -> set[int] | None:
+    """Indexes of the messages whose strings hold something the guard changes
+    (a secret, a data URL, a field over the cap); ``None``: it cannot be told."""
+    strings = texts.strings
+    hits: set[int] = set()
+    if not strings:
+        return hits
+    try:
+        joined = "\n".join(strings)
+        spans: list[tuple[int, int]] = []  # (start, end) in joined
+        cap = guard.max_field_chars
+        if cap is not None:
+            # Caps and media placeholders are on together.
+            at = joined.find(";base64,")
+            while at >= 0:
+                spans.append((at, at + 8))
+                at = joined.find(";base64,", at + 1)
+            if len(joined) > cap:
+                long = [i for i, s in enumerate(strings) if len(s) > cap]
+                hits.update(bisect_right(texts.marks, i) - 1 for i in long)
+        if guard.redactor is not None:
+            spans.extend((a, b) for _, a, b in guard.redactor.find(joined))
+        if spans:
+            starts: list[int] = []
+            pos = 0
+            for s in strings:
+                starts.append(pos)
+                pos += len(s) + 1
+            marks = texts.marks
+            for a, b in spans:
+                for i in range(bisect_right(starts, a) - 1, bisect_right(starts, max(b - 1, a))):
+                    hits.add(bisect_right(marks, i) - 1)
+    except Exception:  # the guard itself fails closed and reports it
+        return None
+    return hits
 
 
 def _reason(path: Path, exc: Exception) -> str:
@@ -300,37 +560,47 @@ def _sessions(
     outcome formats) of every session that passes *filters*; skipped ones counted."""
     guard = guard if guard is not None else make_guard(redact)
     outcome_fmt = fmt in _NEED_OUTCOME
+    row_fmt = "sft" if outcome_fmt else fmt
     for file_index, path in enumerate(files):
+        before = dict(guard.counts) if guard is not None else {}
         try:
-            traces, dropped, redactions = _load(path, from_, redact, guard)
+            traces, dropped, redactions, screen = _load(path, from_, redact, guard)
         except (OSError, ValueError) as exc:  # ConvertError and TraceFormatError are ValueErrors
             result.failed.append(_reason(path, exc))
             continue
         result.files += 1
-        result.dropped.update(dropped)
-        result.redactions.update(redactions)
-        for trace_index, trace in enumerate(traces):
-            if not filters.include_subagents and isinstance(trace.header.get("parentSessionId"), str):
-                result.skipped["sub-agent sessions (--include-subagents keeps them)"] += 1
-                continue
-            lost: Counter[str] = Counter()
-            row = trace_row(trace, "sft" if outcome_fmt else fmt, lost)
-            # The filters read the sft row's counts, whatever the format written.
-            counts = row if fmt == "sft" or outcome_fmt else trace_row(trace, "sft", Counter())
-            if not row["messages"]:
-                result.skipped["sessions without messages"] += 1
-                continue
-            if not filters.errors and (counts["errors"] or counts["unanswered_tool_calls"]):
-                result.skipped["sessions with errors or unanswered calls"] += 1
-                continue
-            if counts["num_tool_calls"] < filters.min_tool_calls:
-                result.skipped[f"sessions with fewer than {filters.min_tool_calls} tool calls"] += 1
-                continue
-            if not _outcome_ok(trace, fmt, filters, result):
-                continue
-            result.dropped.update(lost)
-            result.tool_calls += counts["num_tool_calls"]
-            yield file_index, trace_index, trace, row
+        if dropped:
+            result.dropped.update(dropped)
+        if redactions:
+            result.redactions.update(redactions)
+        try:
+            for trace_index, trace in enumerate(traces):
+                if not filters.include_subagents and isinstance(trace.header.get("parentSessionId"), str):
+                    if screen:  # redacted all the same: its secrets are counted
+                        _guarded_row(guard, trace, row_fmt, Counter(), screen)
+                    result.skipped["sub-agent sessions (--include-subagents keeps them)"] += 1
+                    continue
+                lost: Counter[str] = Counter()
+                # The filters read the sft row's counts, whatever the format written (the same walk).
+                row, n_calls, errors, unanswered = _guarded_row(guard, trace, row_fmt, lost, screen)
+                if not row["messages"]:
+                    result.skipped["sessions without messages"] += 1
+                    continue
+                if not filters.errors and (errors or unanswered):
+                    result.skipped["sessions with errors or unanswered calls"] += 1
+                    continue
+                if n_calls < filters.min_tool_calls:
+                    result.skipped[f"sessions with fewer than {filters.min_tool_calls} tool calls"] += 1
+                    continue
+                if not _outcome_ok(trace, fmt, filters, result):
+                    continue
+                if lost:
+                    result.dropped.update(lost)
+                result.tool_calls += n_calls
+                yield file_index, trace_index, trace, row
+        finally:
+            if screen and guard is not None:
+                result.redactions.update({k: n - before.get(k, 0) for k, n in guard.counts.items() if n != before.get(k, 0)})
 
 
 def _outcome_ok(trace: Trace, fmt: str, filters: _Filters, result: ExportResult) -> bool:
@@ -393,13 +663,13 @@ def _dpo_rows(
             try:
                 # The same guard as the first pass: redacted the same way; what it
                 # counts now is not added to the result (counted in the first pass).
-                traces, _, _ = _load(files[file_index], from_, redact, guard)
+                traces, _, _, screen = _load(files[file_index], from_, redact, guard)
             except (OSError, ValueError) as exc:  # changed since the first pass
                 result.failed.append(_reason(files[file_index], exc))
                 continue
             for trace_index, trace in enumerate(traces):
                 if (file_index, trace_index) in wanted:
-                    loaded[(file_index, trace_index)] = (trace, trace_row(trace, "sft", Counter()))
+                    loaded[(file_index, trace_index)] = (trace, _guarded_row(guard, trace, "sft", Counter(), screen)[0])
         for a, b in chosen_pairs:
             if (a.file, a.position) not in loaded or (b.file, b.position) not in loaded:
                 result.skipped["pairs whose sessions could not be read again"] += 1
@@ -537,7 +807,8 @@ def _create(path: Path) -> BinaryIO:
     over an existing file. Private like traces and ``convert`` output: an export
     with ``--no-redact`` holds raw secrets."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0), 0o600)
-    return os.fdopen(fd, "wb")
+    # Rows are a few KB each: a larger buffer than the default 8 KiB, fewer writes.
+    return os.fdopen(fd, "wb", buffering=1 << 20)
 
 
 class _JsonlSink:
@@ -545,7 +816,13 @@ class _JsonlSink:
         self.f = _create(path)
 
     def write(self, row: dict[str, Any]) -> None:
-        self.f.write(dumps(row) + b"\n")
+        try:
+            # Rows are plain JSON: orjson in one call, newline included (dumps
+            # gives the same bytes and never raises, for anything odd).
+            line = orjson.dumps(row, option=orjson.OPT_APPEND_NEWLINE)
+        except orjson.JSONEncodeError:
+            line = dumps(row) + b"\n"
+        self.f.write(line)
 
     def close(self) -> None:
         self.f.flush()

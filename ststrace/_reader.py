@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import os
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PosixPath, WindowsPath
 from typing import Any, Generator, Iterator, Literal, NamedTuple
 
 import orjson
@@ -181,17 +182,113 @@ def read(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
 
     Of a llama.app message tree, the messages are its active path (root to
     ``currNode``, without the root placeholder); :func:`read_tree` keeps them all."""
-    trace = read_tree(path, strict=strict)
+    # A concrete Path as it is: Path(p) would parse it again (export reads thousands).
+    p = path if type(path) is PosixPath or type(path) is WindowsPath else Path(path)
+    whole = _read_whole(p)
+    if whole is not None:
+        trace, flat = whole
+        if flat and not is_tree(trace.header, trace.messages):
+            return trace  # what resolve() returns for it, without a call per message
+    else:
+        trace = _read_lines(p, strict)
     trace.messages = resolve(trace.header, trace.messages)
     return trace
 
 
 def read_tree(path: str | os.PathLike[str], *, strict: bool = True) -> Trace:
     """Like :func:`read`, every message of the file in file order (every branch of a tree)."""
+    p = path if type(path) is PosixPath or type(path) is WindowsPath else Path(path)
+    whole = _read_whole(p)
+    return whole[0] if whole is not None else _read_lines(p, strict)
+
+
+def _read_lines(p: Path, strict: bool) -> Trace:
     outcome = empty_outcome()
-    it = _iter(path, strict, outcome)
+    it = _iter(p, strict, outcome)
     header = next(it)[1]
-    return Trace(header=header, messages=[m for _, m in it], path=Path(path), outcome=outcome)
+    return Trace(header=header, messages=[m for _, m in it], path=p, outcome=outcome)
+
+
+#: Files up to this size are parsed in one orjson call (:func:`_read_whole`);
+#: larger ones line by line, so a huge trace is not held twice as bytes.
+WHOLE_FILE_BYTES = 16 << 20
+
+
+def _read_whole(p: Path) -> tuple[Trace, bool] | None:
+    """(:func:`read_tree`'s trace, whether no message has a ``type``: no tree
+    placeholder) of a well-formed file, its lines parsed in one
+    ``orjson.loads`` of the lines joined into one JSON array (one call, not
+    one per line); ``None`` for any other file, read line by line (which
+    reports what is wrong with it, or skips a torn last line).
+
+    The array has one item per line exactly when each line is a JSON value by
+    itself (a comma inside a value would merge two lines into fewer items):
+    then the items are what line-by-line parsing gives. A blank line, a torn
+    one, no final newline or invalid JSON fail the parse or the count."""
+    # os-level calls: a file object costs more than the read of a small file.
+    try:
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+    except OSError:
+        if p.is_dir():
+            _open(p)  # its message (Windows says PermissionError)
+        raise
+    try:
+        st = os.fstat(fd)
+        if stat.S_ISDIR(st.st_mode):
+            _open(p)  # its message
+        size = st.st_size
+        if size > WHOLE_FILE_BYTES:
+            return None
+        data = os.read(fd, size + 1)
+        if len(data) > size:  # grown since (or a size the system does not know): to the end
+            chunks = [data]
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+                size += len(chunk)
+                if size > WHOLE_FILE_BYTES:
+                    return None
+            data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if not data.endswith(b"\n"):
+        return None
+    # "[" + the lines joined by "," + "]", in two copies of the data.
+    joined = bytearray(b"[")
+    joined += data.replace(b"\n", b",")
+    joined[-1] = 0x5D  # the last newline's comma becomes the "]"
+    try:
+        objs = orjson.loads(joined)
+    except orjson.JSONDecodeError:
+        return None
+    if not objs or len(objs) != data.count(b"\n"):
+        return None
+    header = _check_header(p, objs[0])
+    outcome = empty_outcome()
+    messages: list[dict[str, Any]] = []
+    append = messages.append
+    flat = True
+    for n, obj in enumerate(objs):
+        if not n:
+            continue
+        # message_of's checks, inline for the common line; it reports the others.
+        if type(obj) is dict:
+            kind = obj.get("type")
+            if kind == "message":
+                msg = obj.get("message")
+                if type(msg) is dict:
+                    role = msg.get("role")
+                    if type(role) is str and role in ROLES and type(msg.get("content")) is str:
+                        append(msg)
+                        if flat and "type" in msg:
+                            flat = False
+                        continue
+            elif kind == OUTCOME_TYPE:
+                if isinstance(obj.get("outcome"), dict):
+                    merge_outcome(outcome, obj["outcome"])
+                continue
+        append(message_of(p, n + 1, obj))
+        flat = False
+    return Trace(header=header, messages=messages, path=p, outcome=outcome), flat
 
 
 _OPTIONAL_STR = ("reasoningContent", "model", "toolCallId")

@@ -9,6 +9,7 @@ kept out of the trace headers. ``write_trace`` writes one trace as a new file.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 from collections import Counter
@@ -330,6 +331,43 @@ def is_sts(path: str | os.PathLike[str], *, whole: bool = True) -> bool:
     return bool(dicts) and dicts[0].get("type") == "session" and isinstance(dicts[0].get("id"), str) and _looks_sts(dicts[:1])
 
 
+#: The files a directory's traces are, at any depth (Gemini CLI and Cline keep
+#: their sessions as JSON documents).
+_TRACE_GLOBS = ("*.jsonl", "session-*.json", "checkpoint-*.json", "api_conversation_history.json")
+_TRACE_NAME = re.compile(
+    "|".join(fnmatch.translate(g) for g in _TRACE_GLOBS), re.IGNORECASE if os.name == "nt" else 0
+)
+
+
+def _parts(path: Path) -> tuple[str, ...]:
+    return path.parts
+
+
+def _trace_files(top: Path) -> list[Path]:
+    """The files under *top* whose names match :data:`_TRACE_GLOBS`: what
+    ``rglob`` gives for each glob (into sub-directories, not through links to
+    them; unreadable ones skipped), that ``is_file``, in one ``os.scandir``
+    walk that reads each entry's type from the directory listing."""
+    out: list[Path] = []
+    stack = [top]
+    while stack:
+        here = stack.pop()
+        try:
+            with os.scandir(here) as it:
+                entries = list(it)
+        except (PermissionError, FileNotFoundError, NotADirectoryError):
+            continue
+        for entry in entries:
+            try:
+                if _TRACE_NAME.match(entry.name) and entry.is_file():
+                    out.append(here / entry.name)
+                elif entry.is_dir() and not entry.is_symlink():
+                    stack.append(here / entry.name)
+            except OSError:
+                continue
+    return out
+
+
 def input_files(names: Iterable[str | os.PathLike[str]], outdir: Path | None = None) -> tuple[list[Path], int]:
     """The files to convert (or export), and how many of them are Claude Code subagent files.
 
@@ -343,9 +381,8 @@ def input_files(names: Iterable[str | os.PathLike[str]], outdir: Path | None = N
     for name in names:
         p = Path(name)
         if p.is_dir():
-            # Gemini CLI and Cline keep their sessions as JSON documents.
-            globs = ("*.jsonl", "session-*.json", "checkpoint-*.json", "api_conversation_history.json")
-            found = (f for f in sorted(x for g in globs for x in p.rglob(g)) if f.is_file())
+            # Path order; by parts on POSIX, the same order without Path.__lt__ per comparison.
+            found = iter(sorted(_trace_files(p), key=None if os.name == "nt" else _parts))
             # Only an output directory strictly below the input one: with `-o dir`
             # itself, the inputs and outputs cannot be told apart by place.
             below = skip is not None and skip != p.resolve()

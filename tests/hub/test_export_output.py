@@ -83,3 +83,29 @@ def test_the_output_is_private(tmp_path: Path, suffix: str, redact: bool) -> Non
         assert stat.S_IMODE(out.stat().st_mode) == 0o600
     finally:
         os.umask(old)
+
+
+def test_a_directory_lists_the_files_rglob_finds(tmp_path: Path) -> None:
+    """The one-walk listing of a directory's inputs (issue 32) gives what a
+    ``rglob`` per pattern gave: any depth, hidden names, links to files but not
+    through links to directories, no directory named like a trace, no dangling link."""
+    from ststrace._convert import _TRACE_GLOBS, _parts, _trace_files
+
+    d = tmp_path
+    (d / "a" / "b").mkdir(parents=True)
+    (d / ".hidden").mkdir()
+    (d / "x.jsonl").mkdir()
+    (d / "a-b").mkdir()
+    (d / "a b").mkdir()
+    names = ["1.jsonl", "a/2.jsonl", "a/b/3.jsonl", ".hidden/4.jsonl", ".5.jsonl", "a/session-1.json",
+             "a/b/checkpoint-2.json", "api_conversation_history.json", "a/other.json", "readme.md",
+             "x.jsonl/inner.jsonl", "session-.json", "a/notes.jsonl.bak", "a-b/5.jsonl", "a b/6.jsonl"]
+    for name in names:
+        (d / name).write_text("{}")
+    os.symlink(d / "a", d / "linkdir")
+    os.symlink(d / "1.jsonl", d / "link.jsonl")
+    os.symlink(d / "missing", d / "dangling.jsonl")
+    expected = sorted(f for g in _TRACE_GLOBS for f in d.rglob(g) if f.is_file())
+    assert sorted(_trace_files(d)) == expected
+    assert sorted(_trace_files(d), key=_parts) == expected  # Path order ("a/..." before "a-b/...")
+    assert len(expected) == 13
