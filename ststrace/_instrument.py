@@ -366,8 +366,6 @@ def uninstrument(*names: str) -> None:
     patched method, its wrapper is left in place and ours only stops recording.
     """
     keys = [_canonical(n) for n in names] if names else list(INTEGRATIONS)
-    if not names:
-        _executors.uninstall()
     with _lock:
         for key in keys:
             _wanted.discard(key)
@@ -388,6 +386,9 @@ def uninstrument(*names: str) -> None:
                         getattr(patch.owner, "__qualname__", patch.owner),
                         patch.attr,
                     )
+        # The executor patch came with the first instrument(): it goes with the last.
+        if not _patched and not _wanted:
+            _executors.uninstall()
 
 
 def instrumented() -> list[str]:

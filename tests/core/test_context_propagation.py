@@ -210,3 +210,21 @@ def test_instrumented_executor_passes_user_exceptions_through(tmp_path: Path) ->
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             with pytest.raises(KeyError, match="mine"):
                 pool.submit(boom).result()
+
+
+def test_uninstrumenting_the_last_library_by_name_restores_the_executor() -> None:
+    """``uninstrument("openai")`` after ``instrument("openai")`` leaves nothing
+    patched, the thread pool included (it stayed patched, so a later plain
+    executor carried sessions the user never asked it to)."""
+    import ststrace
+
+    original = concurrent.futures.ThreadPoolExecutor.submit
+    ststrace.instrument("openai")
+    try:
+        ststrace.instrument("anthropic")
+        ststrace.uninstrument("openai")
+        assert concurrent.futures.ThreadPoolExecutor.submit is not original  # anthropic still wants it
+        ststrace.uninstrument("anthropic")
+        assert concurrent.futures.ThreadPoolExecutor.submit is original
+    finally:
+        ststrace.uninstrument()
