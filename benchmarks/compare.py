@@ -10,7 +10,9 @@ Every case calls the same no-op tool ``def tool(x): return x`` N times:
 - ``floor``: the least work any JSONL tracer must do per call: the two STS
   messages built by hand (ids, ms timestamps, ``orjson.dumps`` of the
   arguments and the result), ``orjson.dumps`` of each envelope, appended to a
-  buffer that is written to a file every 64 KiB.
+  buffer that is written to a file every 64 KiB. ``floor-async``: the same
+  around ``async def tool(x)``, in an ``async def`` wrapper that awaits it
+  (the ratio ``ststrace-async / floor-async`` is printed under the table).
 - ``ststrace``: ``@tool`` inside a ``Session`` (default settings, and with
   ``redact=False``); ``async def`` under ``@tool`` awaited in an event loop;
   ``@tool`` with no session.
@@ -24,7 +26,8 @@ Every case calls the same no-op tool ``def tool(x): return x`` N times:
 Each case process runs under ststrace's network guard: a connection to any
 host but 127.0.0.1 fails, and the attempt is reported.
 
-Columns: wall ns per call (median over R fresh processes; the calls only)
+Columns: wall ns per call (median over R fresh processes, the cases run
+round-robin; the calls only)
 and its ratio to ``floor``; CPU ns per call (all threads of the process, the
 calls plus the final flush: background exporters count) and its ratio; total
 ms including the final flush / shutdown; peak RSS growth during the calls;
@@ -59,6 +62,7 @@ CASES = [
     "ststrace",
     "ststrace-redact-off",
     "ststrace-async",
+    "floor-async",
     "ststrace-no-session",
     "opentelemetry",
     "logfire",
@@ -114,7 +118,8 @@ def case_bare(out: Path) -> tuple[Callable[[int], Any], Callable[[], None]]:
     return tool, lambda: None
 
 
-def case_floor(out: Path) -> tuple[Callable[[int], Any], Callable[[], None]]:
+def _floor_lines(out: Path) -> tuple[Callable[[Any], str], Callable[[str, Any], None], Callable[[], None]]:
+    """The floor's two halves: the call's line (returns its id) and the result's line."""
     import itertools
 
     import orjson
@@ -125,7 +130,7 @@ def case_floor(out: Path) -> tuple[Callable[[int], Any], Callable[[], None]]:
     prefix = os.urandom(6).hex()
     dumps, now = orjson.dumps, time.time_ns
 
-    def call(x: Any) -> Any:
+    def begin(x: Any) -> str:
         nonlocal buf
         call_id = f"call_{prefix}{next(ids):06x}"
         request = {
@@ -136,18 +141,32 @@ def case_floor(out: Path) -> tuple[Callable[[int], Any], Callable[[], None]]:
         }
         buf += dumps({"type": "message", "message": request})
         buf += b"\n"
-        result = tool(x)
+        return call_id
+
+    def end(call_id: str, result: Any) -> None:
+        nonlocal buf
         answer = {"role": "tool", "content": dumps(result).decode(), "toolCallId": call_id, "timestamp": now() // 1_000_000}
         buf += dumps({"type": "message", "message": answer})
         buf += b"\n"
         if len(buf) >= 65536:
             f.write(buf)
             buf = bytearray()
-        return result
 
     def finish() -> None:
         f.write(buf)
         f.close()
+
+    return begin, end, finish
+
+
+def case_floor(out: Path) -> tuple[Callable[[int], Any], Callable[[], None]]:
+    begin, end, finish = _floor_lines(out)
+
+    def call(x: Any) -> Any:
+        call_id = begin(x)
+        result = tool(x)
+        end(call_id, result)
+        return result
 
     return call, finish
 
@@ -251,13 +270,48 @@ def case_mlflow(out: Path) -> tuple[Callable[[int], Any], Callable[[], None]]:
     return traced, finish
 
 
+async def atool(x: Any) -> Any:
+    return x
+
+
+class _Finishing:
+    """``async with`` that calls *finish* at the end (the floor's final write)."""
+
+    def __init__(self, finish: Callable[[], None]) -> None:
+        self.finish = finish
+
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.finish()
+
+
 def case_ststrace_async(out: Path) -> Any:
     import ststrace
 
-    async def atool(x: Any) -> Any:
-        return x
-
     return ststrace.tool(atool), ststrace.Session(out)
+
+
+def case_floor_async(out: Path) -> Any:
+    """The floor around an ``async def``: the same two lines by hand, in an
+    ``async def`` wrapper that awaits the tool (what recording an awaited
+    result needs at least: a second coroutine)."""
+    begin, end, finish = _floor_lines(out)
+
+    async def call(x: Any) -> Any:
+        call_id = begin(x)
+        result = await atool(x)
+        end(call_id, result)
+        return result
+
+    return call, _Finishing(finish)
+
+
+ASYNC_SETUP: dict[str, Callable[[Path], Any]] = {
+    "ststrace-async": case_ststrace_async,
+    "floor-async": case_floor_async,
+}
 
 
 SETUP: dict[str, Callable[[Path], Any]] = {
@@ -304,8 +358,8 @@ def run_case(name: str, n: int, out: Path) -> dict[str, Any]:
 
 
 def _run_case(name: str, n: int, out: Path) -> dict[str, Any]:
-    if name == "ststrace-async":
-        return asyncio.run(_run_async(n, out))
+    if name in ASYNC_SETUP:
+        return asyncio.run(_run_async(ASYNC_SETUP[name], n, out))
     call, finish = SETUP[name](out)
     # Warm up (imports, caches, lazily built wrappers), then size the run.
     start = time.perf_counter()
@@ -335,8 +389,8 @@ def _run_case(name: str, n: int, out: Path) -> dict[str, Any]:
     }
 
 
-async def _run_async(n: int, out: Path) -> dict[str, Any]:
-    traced, session = case_ststrace_async(out)
+async def _run_async(setup: Callable[[Path], Any], n: int, out: Path) -> dict[str, Any]:
+    traced, session = setup(out)
     async with session:
         for i in range(200):
             await traced(i)
@@ -421,22 +475,28 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown case(s): {', '.join(unknown)}")
     results: dict[str, dict[str, Any]] = {}
-    for name in names:
-        runs = []
-        for _ in range(args.runs):
+    # Round-robin: each round runs every case once, so a slow spell of a shared
+    # machine (which moves a whole process by 30% or more) falls on all cases
+    # alike instead of on the one whose runs it happens to cover.
+    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
+    for k in range(args.runs):
+        for name in names:
+            if name in results:
+                continue  # skipped
             r = spawn(name, args.n)
             if "skipped" in r:
-                runs = [r]
-                break
-            runs.append(r)
-        if "skipped" in runs[0]:
-            results[name] = runs[0]
-        else:
-            results[name] = {key: statistics.median(r[key] for r in runs) for key in runs[0] if key != "refused_network"}
-            refused = sorted({x for r in runs for x in r.get("refused_network", [])})
-            if refused:
-                results[name]["refused_network"] = refused
-        print(f"  {name}: done", file=sys.stderr)
+                results[name] = r
+                continue
+            runs[name].append(r)
+        print(f"  round {k + 1} of {args.runs}: done", file=sys.stderr)
+    for name in names:
+        if name in results:
+            continue
+        done = runs[name]
+        results[name] = {key: statistics.median(r[key] for r in done) for key in done[0] if key != "refused_network"}
+        refused = sorted({x for r in done for x in r.get("refused_network", [])})
+        if refused:
+            results[name]["refused_network"] = refused
 
     floor = results.get("floor", {}).get("ns_per_call")
     floor_cpu = results.get("floor", {}).get("cpu_ns_per_call")
@@ -463,6 +523,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         if r.get("refused_network"):
             print(f"|   (tried to reach: {', '.join(r['refused_network'])})")
+    a, fa = results.get("ststrace-async", {}), results.get("floor-async", {})
+    if "ns_per_call" in a and "ns_per_call" in fa:
+        print()
+        print(
+            f"ststrace-async / floor-async: {a['ns_per_call'] / fa['ns_per_call']:.2f}x wall, "
+            f"{a['cpu_ns_per_call'] / fa['cpu_ns_per_call']:.2f}x CPU"
+        )
     if args.json:
         print(json.dumps(results, indent=2))
     return 0
