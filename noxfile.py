@@ -40,7 +40,7 @@ MATRIX: dict[str, dict[str, list[str]]] = {
     "ollama": {"min": ["ollama==0.4.0"]},
     "mistralai": {"min": ["mistralai==3.0.0"]},
     "cohere": {"min": ["cohere==5.13.0"]},
-    "bedrock": {"min": ["botocore==1.34.0"]},
+    "bedrock": {"min": ["boto3==1.34.0", "botocore==1.34.0"]},
     "google_genai": {"min": ["google-genai==1.0.0"], "middle": ["google-genai==1.40.0"]},
 }
 

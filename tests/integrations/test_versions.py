@@ -176,11 +176,13 @@ def cohere_calls() -> dict[str, Call]:
 
 
 def bedrock_calls() -> dict[str, Call]:
-    botocore_session = pytest.importorskip("botocore.session")
+    # boto3, as users build the client (the extra's floor is boto3's too); the
+    # integration patches botocore underneath it.
+    boto3 = pytest.importorskip("boto3")
     from botocore.config import Config
 
     def client(api: FakeAPI) -> Any:
-        return botocore_session.get_session().create_client(
+        return boto3.session.Session().client(
             "bedrock-runtime",
             endpoint_url=api.bedrock_base_url,
             region_name="us-east-1",
@@ -194,7 +196,7 @@ def bedrock_calls() -> dict[str, Call]:
         return json.loads(client(api).invoke_model(modelId=MODEL, body=json.dumps(body))["body"].read())
 
     calls: dict[str, Call] = {"invoke_model": invoke}
-    probe = botocore_session.get_session().create_client(
+    probe = boto3.session.Session().client(
         "bedrock-runtime", endpoint_url="http://127.0.0.1:9", region_name="us-east-1",
         aws_access_key_id="test", aws_secret_access_key="test",
     )
