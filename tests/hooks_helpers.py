@@ -1,4 +1,4 @@
-"""Shared by the hook tests: waiting for the detached worker, comparing with ``convert``."""
+"""Shared by the hook tests (waiting for the detached worker, comparing with ``convert``) and the Claude Agent SDK tests (the network trap)."""
 
 from __future__ import annotations
 

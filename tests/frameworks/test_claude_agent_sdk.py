@@ -14,8 +14,6 @@ one connection only, to the fake server."""
 from __future__ import annotations
 
 import json
-import socket
-import threading
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -38,6 +36,7 @@ import ststrace  # noqa: E402
 from ststrace import Session  # noqa: E402
 from ststrace._instrument import instrumented as patched_now  # noqa: E402
 from ststrace.testing import FakeAPI, ScriptedReply, ScriptedToolCall  # noqa: E402
+from hooks_helpers import Trap  # noqa: E402
 from test_decorators_helpers import valid_messages  # noqa: E402
 from test_instrument_helpers import instrumented  # noqa: E402
 
@@ -56,51 +55,16 @@ async def get_weather(args: dict[str, Any]) -> dict[str, Any]:
     return {"content": [{"type": "text", "text": WEATHER_RESULT if args["city"] == "Paris" else "unknown"}]}
 
 
-class _Trap:
-    """A listener on 127.0.0.1 set as the CLI's HTTP(S) proxy: every
-    connection to it is an attempt to reach some host other than the fake server."""
-
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.sock.settimeout(0.1)
-        self.attempts: list[bytes] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _serve(self) -> None:
-        while not self.stop.is_set():
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                continue
-            with conn:
-                conn.settimeout(1)
-                try:
-                    self.attempts.append(conn.recv(200))
-                except OSError:
-                    self.attempts.append(b"?")
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(timeout=2)
-        self.sock.close()
-
-
 @pytest.fixture
-def trap() -> Iterator[_Trap]:
-    t = _Trap()
+def trap() -> Iterator[Trap]:
+    t = Trap()
     yield t
     t.close()
     assert not t.attempts, f"the claude CLI tried to reach the network: {t.attempts}"
 
 
 @pytest.fixture
-def cli_env(fake_api: FakeAPI, trap: _Trap, tmp_path: Path) -> dict[str, str]:
+def cli_env(fake_api: FakeAPI, trap: Trap, tmp_path: Path) -> dict[str, str]:
     home = tmp_path / "home"
     (home / ".claude").mkdir(parents=True)
     return {
