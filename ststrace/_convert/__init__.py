@@ -470,6 +470,17 @@ def replace_file(path: str | os.PathLike[str], data: bytes) -> Path:
     return p
 
 
+def update_file(path: Path, data: bytes) -> None:
+    """:func:`replace_file`, unless *path* already holds *data* (a hook run
+    again over an unchanged transcript rewrites nothing)."""
+    try:
+        if path.read_bytes() == data:
+            return
+    except OSError:
+        pass
+    replace_file(path, data)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from .._convert import output_name, replace_file, sts_bytes
+from .._convert import output_name, replace_file, sts_bytes, update_file
 from .._convert.claude_code import Conversion, Revised
 from .._convert.claude_code import convert as convert_claude
 from .._encode import dumps
@@ -304,13 +304,7 @@ def _subagents(state: dict[str, Any], extra: list[Path], out: Path, guard: Messa
             trace.messages = [guard.message(m) for m in trace.messages]
             name = output_name(trace)
             data = sts_bytes(trace)
-            target = out / name
-            try:
-                same = target.read_bytes() == data
-            except OSError:
-                same = False
-            if not same:
-                replace_file(target, data)
+            update_file(out / name, data)
             got.append(name)
         seen[str(src)] = {"mark": mark, "names": got}
         names += got

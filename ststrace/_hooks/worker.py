@@ -54,7 +54,7 @@ def convert_session(agent: str, st: dict[str, Any], out: Path, layout: str, memo
         from . import live
 
         return live.update(sources[0], sources[1:], out, memo)
-    from .._convert import convert_file, output_name, replace_file, sts_bytes
+    from .._convert import convert_file, output_name, sts_bytes, update_file
     from .._convert.to_pi import pi_bytes
 
     names: list[str] = []
@@ -65,13 +65,7 @@ def convert_session(agent: str, st: dict[str, Any], out: Path, layout: str, memo
         for trace in convert_file(src, _FORMAT[agent]).traces:
             name = output_name(trace)
             data = render(trace)
-            target = out / name
-            try:
-                same = target.read_bytes() == data
-            except OSError:
-                same = False
-            if not same:
-                replace_file(target, data)
+            update_file(out / name, data)
             names.append(name)
     return names
 
